@@ -1,0 +1,229 @@
+"""The Qwen2 / Qwen2.5 causal language model in Flax NNX.
+
+Token embedding -> L x [RMSNorm -> GQA attention (q/k/v biases, rotary) -> residual ->
+RMSNorm -> SwiGLU MLP -> residual] -> RMSNorm -> LM head (tied or untied).
+
+Kernels are stored `[in, out]` (HF Linear weights are `[out, in]`; `hf.py` transposes).
+Every parameter carries logical axis names in its `axes` metadata; `sharding.py` maps
+them onto a mesh.
+
+One code path serves three uses:
+* `model(tokens)`: uncached forward, causal mask (plus an optional padding mask).
+* prefill / decode with a KV cache laid out `[B, kv_heads, S, head_dim]` per layer
+  (on XLA:CPU this layout decodes much faster than `[B, S, kv_heads, head_dim]`).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import chex
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from mle_rl.models.config import ModelConfig
+
+# A finite "minus infinity": rows whose keys are all masked (padding queries) stay NaN-free.
+_MASK_VALUE = -0.7 * float(jnp.finfo(jnp.float32).max)
+
+KVCache = tuple  # tuple over layers of (k, v), each [B, kv_heads, S, head_dim]
+
+
+def _param(rngs: nnx.Rngs, shape, names, dtype, std=0.02, zeros=False, ones=False):
+    if ones:
+        value = jnp.ones(shape, dtype)
+    elif zeros:
+        value = jnp.zeros(shape, dtype)
+    else:
+        value = (std * jax.random.normal(rngs.params(), shape, jnp.float32)).astype(dtype)
+    return nnx.Param(value, axes=names)
+
+
+class RMSNorm(nnx.Module):
+    """y = w * x / sqrt(mean(x^2) + eps), computed in float32."""
+
+    def __init__(self, dim: int, eps: float, *, rngs: nnx.Rngs, param_dtype=jnp.float32):
+        self.eps = eps
+        self.weight = _param(rngs, (dim,), ("norm",), param_dtype, ones=True)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        dtype = x.dtype
+        x32 = x.astype(jnp.float32)
+        x32 = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
+        return (self.weight[...].astype(dtype) * x32.astype(dtype))
+
+
+def rotary_cos_sin(positions: jax.Array, head_dim: int, theta: float):
+    """positions [B, T] int -> (cos, sin) each [B, T, head_dim] float32 (HF half-rotation)."""
+    inv_freq = 1.0 / (theta ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim))
+    freqs = positions.astype(jnp.float32)[..., None] * inv_freq  # [B, T, hd/2]
+    emb = jnp.concatenate([freqs, freqs], axis=-1)
+    return jnp.cos(emb), jnp.sin(emb)
+
+
+def apply_rotary(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
+    """x [B, T, H, hd]; cos/sin [B, T, hd]."""
+    half = x.shape[-1] // 2
+    x32 = x.astype(jnp.float32)
+    rotated = jnp.concatenate([-x32[..., half:], x32[..., :half]], axis=-1)
+    out = x32 * cos[:, :, None, :] + rotated * sin[:, :, None, :]
+    return out.astype(x.dtype)
+
+
+class Attention(nnx.Module):
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs, param_dtype=jnp.float32):
+        d, h, kv, hd = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        self.num_heads, self.num_kv_heads, self.head_dim = h, kv, hd
+        self.q_kernel = _param(rngs, (d, h * hd), ("embed", "heads"), param_dtype)
+        self.q_bias = _param(rngs, (h * hd,), ("heads",), param_dtype, zeros=True)
+        self.k_kernel = _param(rngs, (d, kv * hd), ("embed", "kv_heads"), param_dtype)
+        self.k_bias = _param(rngs, (kv * hd,), ("kv_heads",), param_dtype, zeros=True)
+        self.v_kernel = _param(rngs, (d, kv * hd), ("embed", "kv_heads"), param_dtype)
+        self.v_bias = _param(rngs, (kv * hd,), ("kv_heads",), param_dtype, zeros=True)
+        self.o_kernel = _param(rngs, (h * hd, d), ("heads", "embed"), param_dtype)
+
+    def __call__(self, x, cos, sin, key_valid, query_slot, cache=None, cache_index=None):
+        """x [B, T, D]; key_valid [B, S] bool; query_slot [T] int (slot of each query in the
+        key sequence, for the causal mask). Without a cache S == T and the keys are this
+        call's; with a cache (k, v) [B, kv, S, hd], this call's keys are written at
+        `cache_index` first. Returns (y [B, T, D], new cache or None)."""
+        b, t, _ = x.shape
+        dtype = x.dtype
+        q = (x @ self.q_kernel[...].astype(dtype) + self.q_bias[...].astype(dtype))
+        k = (x @ self.k_kernel[...].astype(dtype) + self.k_bias[...].astype(dtype))
+        v = (x @ self.v_kernel[...].astype(dtype) + self.v_bias[...].astype(dtype))
+        q = apply_rotary(q.reshape(b, t, self.num_heads, self.head_dim), cos, sin)
+        k = apply_rotary(k.reshape(b, t, self.num_kv_heads, self.head_dim), cos, sin)
+        v = v.reshape(b, t, self.num_kv_heads, self.head_dim)
+        k = k.transpose(0, 2, 1, 3)  # [B, kv, T, hd]
+        v = v.transpose(0, 2, 1, 3)
+        if cache is not None:
+            k_cache, v_cache = cache
+            k = jax.lax.dynamic_update_slice(k_cache, k.astype(k_cache.dtype), (0, 0, cache_index, 0))
+            v = jax.lax.dynamic_update_slice(v_cache, v.astype(v_cache.dtype), (0, 0, cache_index, 0))
+            new_cache = (k, v)
+        else:
+            new_cache = None
+        s = k.shape[2]
+        groups = self.num_heads // self.num_kv_heads
+        qg = q.reshape(b, t, self.num_kv_heads, groups, self.head_dim).transpose(0, 2, 3, 1, 4)
+        scores = jnp.einsum("bkgtd,bksd->bkgts", qg, k.astype(dtype),
+                            preferred_element_type=jnp.float32) / jnp.sqrt(float(self.head_dim))
+        causal = jnp.arange(s)[None, :] <= query_slot[:, None]               # [T, S]
+        mask = causal[None, :, :] & key_valid[:, None, :]                    # [B, T, S]
+        scores = jnp.where(mask[:, None, None, :, :], scores, _MASK_VALUE)
+        probs = jax.nn.softmax(scores, axis=-1).astype(dtype)
+        out = jnp.einsum("bkgts,bksd->bkgtd", probs, v.astype(dtype))
+        out = out.transpose(0, 3, 1, 2, 4).reshape(b, t, self.num_heads * self.head_dim)
+        return out @ self.o_kernel[...].astype(dtype), new_cache
+
+
+class MLP(nnx.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs, param_dtype=jnp.float32):
+        d, f = cfg.hidden_size, cfg.intermediate_size
+        self.gate_kernel = _param(rngs, (d, f), ("embed", "mlp"), param_dtype)
+        self.up_kernel = _param(rngs, (d, f), ("embed", "mlp"), param_dtype)
+        self.down_kernel = _param(rngs, (f, d), ("mlp", "embed"), param_dtype)
+
+    def __call__(self, x):
+        dtype = x.dtype
+        g = x @ self.gate_kernel[...].astype(dtype)
+        u = x @ self.up_kernel[...].astype(dtype)
+        return (jax.nn.silu(g) * u) @ self.down_kernel[...].astype(dtype)
+
+
+class DecoderLayer(nnx.Module):
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs, param_dtype=jnp.float32):
+        self.input_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, rngs=rngs, param_dtype=param_dtype)
+        self.attn = Attention(cfg, rngs=rngs, param_dtype=param_dtype)
+        self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, rngs=rngs,
+                                      param_dtype=param_dtype)
+        self.mlp = MLP(cfg, rngs=rngs, param_dtype=param_dtype)
+
+    def __call__(self, x, cos, sin, key_valid, query_slot, cache=None, cache_index=None):
+        h, new_cache = self.attn(self.input_norm(x), cos, sin, key_valid, query_slot, cache, cache_index)
+        x = x + h
+        x = x + self.mlp(self.post_attn_norm(x))
+        return x, new_cache
+
+
+class Qwen2(nnx.Module):
+    """Qwen2 causal LM. `dtype` is the compute dtype; parameters are kept in `param_dtype`."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs, dtype=jnp.float32,
+                 param_dtype=jnp.float32):
+        self.config = cfg
+        self.dtype = dtype
+        self.embed = _param(rngs, (cfg.vocab_size, cfg.hidden_size), ("vocab", "embed"), param_dtype)
+        self.layers = nnx.List([DecoderLayer(cfg, rngs=rngs, param_dtype=param_dtype)
+                                for _ in range(cfg.num_layers)])
+        self.final_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, rngs=rngs, param_dtype=param_dtype)
+        if not cfg.tie_word_embeddings:
+            self.lm_head = _param(rngs, (cfg.hidden_size, cfg.vocab_size), ("embed", "vocab"),
+                                  param_dtype)
+
+    # ------------------------------------------------------------------ pieces
+    def lm_head_kernel(self) -> jax.Array:
+        """[D, V] output projection (the embedding transposed when tied)."""
+        if self.config.tie_word_embeddings:
+            return self.embed[...].T
+        return self.lm_head[...]
+
+    def logits_from_hidden(self, h: jax.Array) -> jax.Array:
+        """h [..., D] -> float32 logits [..., V]."""
+        return jnp.einsum("...d,dv->...v", h, self.lm_head_kernel().astype(h.dtype),
+                          preferred_element_type=jnp.float32)
+
+    def hidden_states(self, tokens: jax.Array, attention_mask: Optional[jax.Array] = None,
+                      positions: Optional[jax.Array] = None, cache: Optional[KVCache] = None,
+                      cache_index=None, key_valid: Optional[jax.Array] = None):
+        """Final-norm hidden states.
+
+        tokens [B, T] int32. attention_mask [B, T] (1 = real token) masks padded keys in
+        the uncached forward; positions default to `cumsum(mask) - 1` (left padding works).
+        With a cache: `cache_index` (scalar) is the slot of tokens[:, 0]; `key_valid` [B, S]
+        marks cache slots that hold real tokens (this call's slots included).
+        Returns (h [B, T, D], new cache or None).
+        """
+        chex.assert_rank(tokens, 2)
+        b, t = tokens.shape
+        if attention_mask is None:
+            attention_mask = jnp.ones((b, t), jnp.bool_)
+        attention_mask = attention_mask.astype(jnp.bool_)
+        if positions is None:
+            positions = jnp.maximum(jnp.cumsum(attention_mask.astype(jnp.int32), axis=1) - 1, 0)
+        if cache is None:
+            key_valid = attention_mask
+            query_slot = jnp.arange(t)
+        else:
+            chex.assert_rank(key_valid, 2)
+            query_slot = cache_index + jnp.arange(t)
+        cos, sin = rotary_cos_sin(positions, self.config.head_dim, self.config.rope_theta)
+        x = self.embed[...][tokens].astype(self.dtype)
+        new_cache = []
+        for i, layer in enumerate(self.layers):
+            x, c = layer(x, cos, sin, key_valid, query_slot,
+                         None if cache is None else cache[i], cache_index)
+            new_cache.append(c)
+        return self.final_norm(x), (None if cache is None else tuple(new_cache))
+
+    def __call__(self, tokens: jax.Array, attention_mask: Optional[jax.Array] = None,
+                 positions: Optional[jax.Array] = None) -> jax.Array:
+        """int32 [B, T] -> float32 logits [B, T, V] (no cache)."""
+        h, _ = self.hidden_states(tokens, attention_mask, positions)
+        return self.logits_from_hidden(h)
+
+    def init_cache(self, batch: int, length: int, dtype=None) -> KVCache:
+        """Zeroed KV cache: per layer (k, v) each [B, kv_heads, S, head_dim]."""
+        cfg = self.config
+        shape = (batch, cfg.num_kv_heads, length, cfg.head_dim)
+        dtype = dtype or self.dtype
+        return tuple((jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)) for _ in range(cfg.num_layers))
+
+
+def init_model(cfg: ModelConfig, seed: int = 0, dtype=jnp.float32, param_dtype=jnp.float32) -> Qwen2:
+    """A randomly initialised model (normal(0, 0.02) kernels, zero biases, unit norms)."""
+    return Qwen2(cfg, rngs=nnx.Rngs(seed), dtype=dtype, param_dtype=param_dtype)

@@ -1,0 +1,140 @@
+"""Parity of our Qwen2 with transformers' PyTorch Qwen2, and HF checkpoints in and out."""
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.hf_utils import hf_logits, make_hf_model, save_hf, tiny_hf_config, transformers
+
+import jax.numpy as jnp
+
+from mle_rl.models import hf
+
+CONFIGS = {
+    "tied_mha": dict(tied=True, heads=4, kv_heads=4),
+    "untied_gqa4": dict(tied=False, heads=8, kv_heads=2, hidden=64),
+    "tied_gqa4_theta1e6": dict(tied=True, heads=4, kv_heads=1, theta=1e6),
+}
+
+
+@pytest.fixture(scope="module", params=list(CONFIGS))
+def hf_pair(request, tmp_path_factory):
+    cfg = tiny_hf_config(**CONFIGS[request.param])
+    model = make_hf_model(cfg, seed=len(request.param))
+    path = save_hf(model, tmp_path_factory.mktemp(request.param))
+    return model, path
+
+
+def test_logits_match_transformers(hf_pair):
+    ref, path = hf_pair
+    ours = hf.load(path, dtype=jnp.float32)
+    tokens = np.random.default_rng(0).integers(0, ref.config.vocab_size, (3, 11)).astype(np.int32)
+    got = np.asarray(ours(jnp.asarray(tokens)))
+    want = hf_logits(ref, tokens)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=0)
+
+
+def test_logits_match_with_left_padding(hf_pair):
+    ref, path = hf_pair
+    ours = hf.load(path, dtype=jnp.float32)
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, ref.config.vocab_size, (3, 9)).astype(np.int32)
+    mask = np.ones_like(tokens)
+    mask[0, :4] = 0   # left padding
+    mask[2, :1] = 0
+    positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
+    got = np.asarray(ours(jnp.asarray(tokens), attention_mask=jnp.asarray(mask)))
+    want = hf_logits(ref, tokens, attention_mask=mask, position_ids=positions)
+    valid = mask.astype(bool)
+    np.testing.assert_allclose(got[valid], want[valid], atol=1e-4, rtol=0)
+
+
+def test_save_then_transformers_load(hf_pair, tmp_path):
+    ref, path = hf_pair
+    ours = hf.load(path, dtype=jnp.float32)
+    out = hf.save(ours, tmp_path / "exported")
+    back = transformers.AutoModelForCausalLM.from_pretrained(str(out)).eval()
+    tokens = np.random.default_rng(2).integers(0, ref.config.vocab_size, (2, 7)).astype(np.int32)
+    np.testing.assert_allclose(hf_logits(back, tokens), hf_logits(ref, tokens), atol=1e-5, rtol=0)
+    # And our own loader reads its own output.
+    again = hf.load(out)
+    np.testing.assert_allclose(np.asarray(again(jnp.asarray(tokens))),
+                               np.asarray(ours(jnp.asarray(tokens))), atol=1e-6, rtol=0)
+
+
+def test_sharded_checkpoint_with_index(tmp_path):
+    ref = make_hf_model(tiny_hf_config(tied=False, heads=4, kv_heads=2, hidden=64), seed=3)
+    path = save_hf(ref, tmp_path / "sharded", max_shard_size="40KB")
+    assert (path / hf.INDEX_FILE).is_file()
+    assert len(list(path.glob("*.safetensors"))) > 1
+    ours = hf.load(path)
+    tokens = np.arange(12, dtype=np.int32).reshape(2, 6)
+    np.testing.assert_allclose(np.asarray(ours(jnp.asarray(tokens))), hf_logits(ref, tokens),
+                               atol=1e-4, rtol=0)
+    # Our writer shards too, and transformers reads the index.
+    out = hf.save(ours, tmp_path / "ours_sharded", max_shard_bytes=60_000)
+    assert (out / hf.INDEX_FILE).is_file()
+    back = transformers.AutoModelForCausalLM.from_pretrained(str(out)).eval()
+    np.testing.assert_allclose(hf_logits(back, tokens), hf_logits(ref, tokens), atol=1e-5, rtol=0)
+
+
+def test_rope_theta_read_from_either_place(tmp_path):
+    ref = make_hf_model(tiny_hf_config(theta=5e5), seed=4)
+    path = save_hf(ref, tmp_path / "m")
+    cfg = json.loads((path / "config.json").read_text())
+    # transformers 5 writes rope_parameters.rope_theta; older files have a top-level key.
+    assert hf.read_config(path).rope_theta == 5e5
+    cfg.pop("rope_parameters", None)
+    cfg["rope_theta"] = 5e5
+    (path / "config.json").write_text(json.dumps(cfg))
+    assert hf.read_config(path).rope_theta == 5e5
+
+
+# ------------------------------------------------------------------- bad input
+@pytest.fixture
+def good_ckpt(tmp_path):
+    return save_hf(make_hf_model(tiny_hf_config(), seed=5), tmp_path / "good")
+
+
+def test_other_architecture_is_a_clear_error(good_ckpt):
+    cfg = json.loads((good_ckpt / "config.json").read_text())
+    cfg["model_type"], cfg["architectures"] = "llama", ["LlamaForCausalLM"]
+    (good_ckpt / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(hf.CheckpointError, match=r"config\.json.*LlamaForCausalLM.*not a Qwen2"):
+        hf.load(good_ckpt)
+
+
+def test_missing_shard_is_a_clear_error(tmp_path):
+    path = save_hf(make_hf_model(tiny_hf_config(), seed=6), tmp_path / "m", max_shard_size="20KB")
+    shard = sorted(path.glob("*.safetensors"))[-1]
+    shard.unlink()
+    with pytest.raises(hf.CheckpointError, match=shard.name + ".*missing"):
+        hf.load(path)
+
+
+def test_truncated_shard_is_a_clear_error(good_ckpt):
+    f = good_ckpt / "model.safetensors"
+    data = f.read_bytes()
+    f.write_bytes(data[: len(data) // 2])
+    with pytest.raises(hf.CheckpointError, match="model.safetensors.*(truncated|unreadable)"):
+        hf.load(good_ckpt)
+
+
+def test_wrong_tensor_shape_is_a_clear_error(good_ckpt):
+    cfg = json.loads((good_ckpt / "config.json").read_text())
+    cfg["intermediate_size"] += 4
+    (good_ckpt / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(hf.CheckpointError, match=r"model\.layers\.0\.mlp\.\w+_proj\.weight.*shape"):
+        hf.load(good_ckpt)
+
+
+def test_missing_tensor_and_missing_dir(tmp_path, good_ckpt):
+    with pytest.raises(hf.CheckpointError, match="not found"):
+        hf.load(tmp_path / "nope")
+    cfg = json.loads((good_ckpt / "config.json").read_text())
+    cfg["num_hidden_layers"] = 3   # the file has only 2 layers
+    (good_ckpt / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(hf.CheckpointError, match=r"model\.layers\.2\..*missing"):
+        hf.load(good_ckpt)
