@@ -1,0 +1,201 @@
+"""Batched sampling with a KV cache: one jitted prefill, one jitted decode loop.
+
+Prompts (ragged lists of token ids) are left-padded to a power-of-two bucket, the batch is
+padded to a power of two (and a multiple of the mesh's data axis) and the generation length
+is bucketed too, so repeated calls with similar shapes reuse the compiled functions. Weights
+are arguments of the jitted functions (never closed over); the cache made by prefill is
+donated to the decode loop, which runs as one `lax.while_loop` and stops early when every row
+has produced an EOS id.
+
+Sampling draws one uniform per row against the cumulative probabilities (inverse CDF), which
+is cheaper on CPU than one Gumbel draw per vocabulary entry. Top-p sorts only when
+`top_p < 1`. Temperature 0 is greedy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from mle_rl.models import sharding as shd
+
+MIN_PROMPT_BUCKET = 16
+MIN_GEN_BUCKET = 16
+
+# Number of times each jitted function was traced (== compiled) in this process.
+TRACE_COUNTS = {"prefill": 0, "decode": 0}
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleOutput:
+    """tokens [B, N] int32 (pad after the end), logprobs [B, N] float32 (log-softmax of the
+    temperature-1 logits at the sampled token, before top-p; 0 after the end), mask [B, N]
+    bool (generated tokens, EOS included), lengths [B] int32."""
+
+    tokens: np.ndarray
+    logprobs: np.ndarray
+    mask: np.ndarray
+    lengths: np.ndarray
+
+
+def bucket(n: int, minimum: int) -> int:
+    """Smallest power of two >= max(n, minimum)."""
+    n = max(int(n), minimum, 1)
+    return 1 << (n - 1).bit_length()
+
+
+def _cache_sharding(mesh, num_kv_heads: int):
+    if mesh is None:
+        return None
+    model_axis = shd.MODEL if num_kv_heads % mesh.shape[shd.MODEL] == 0 else None
+    return NamedSharding(mesh, P(shd.DATA, model_axis, None, None))
+
+
+def _constrain_cache(cache, sharding):
+    if sharding is None:
+        return cache
+    return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, sharding), cache)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "gen_len", "cache_sharding"))
+def _prefill(graphdef, state, tokens, mask, *, gen_len, cache_sharding):
+    """tokens/mask [B, P] (left-padded) -> (last logits [B, V] f32, cache, key_valid [B, S])."""
+    TRACE_COUNTS["prefill"] += 1
+    model = nnx.merge(graphdef, state)
+    b, p = tokens.shape
+    cache = _constrain_cache(model.init_cache(b, p + gen_len), cache_sharding)
+    key_valid = jnp.concatenate([mask.astype(bool), jnp.zeros((b, gen_len), bool)], axis=1)
+    positions = jnp.maximum(jnp.cumsum(mask.astype(jnp.int32), axis=1) - 1, 0)
+    h, cache = model.hidden_states(tokens, positions=positions, cache=cache, cache_index=0,
+                                   key_valid=key_valid)
+    logits = model.logits_from_hidden(h[:, -1])
+    return logits, _constrain_cache(cache, cache_sharding), key_valid
+
+
+def _sample_token(logits, key, temperature, top_p, *, greedy: bool, use_top_p: bool):
+    """logits [B, V] f32 -> (token [B] int32, logprob [B] under the T=1 distribution)."""
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    if greedy:
+        tok = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+    else:
+        probs = jax.nn.softmax(logits / temperature, axis=-1)
+        u = jax.random.uniform(key, (logits.shape[0], 1), jnp.float32)
+        if use_top_p:
+            order = jnp.argsort(-probs, axis=-1)
+            sorted_p = jnp.take_along_axis(probs, order, axis=-1)
+            keep = (jnp.cumsum(sorted_p, axis=-1) - sorted_p) < top_p   # the top token always
+            cdf = jnp.cumsum(jnp.where(keep, sorted_p, 0.0), axis=-1)
+            j = jnp.sum(cdf < u * cdf[:, -1:], axis=-1)
+            j = jnp.minimum(j, jnp.sum(keep, axis=-1) - 1)
+            tok = jnp.take_along_axis(order, j[:, None], axis=-1)[:, 0].astype(jnp.int32)
+        else:
+            cdf = jnp.cumsum(probs, axis=-1)
+            j = jnp.sum(cdf < u * cdf[:, -1:], axis=-1)
+            tok = jnp.minimum(j, logits.shape[-1] - 1).astype(jnp.int32)
+    return tok, jnp.take_along_axis(logp, tok[:, None], axis=-1)[:, 0]
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "gen_len", "greedy", "use_top_p",
+                                             "cache_sharding"), donate_argnames=("cache",))
+def _decode(graphdef, state, logits, cache, key_valid, prompt_lens, done, max_new, rng,
+            temperature, top_p, eos_ids, pad_id, *, gen_len, greedy, use_top_p, cache_sharding):
+    """The decode loop. Returns (tokens [B, G], logprobs [B, G], mask [B, G], cache)."""
+    TRACE_COUNTS["decode"] += 1
+    model = nnx.merge(graphdef, state)
+    b, s = key_valid.shape
+    prompt_bucket = s - gen_len
+
+    out_tok = jnp.full((b, gen_len), pad_id, jnp.int32)
+    out_lp = jnp.zeros((b, gen_len), jnp.float32)
+    out_mask = jnp.zeros((b, gen_len), bool)
+
+    def cond(carry):
+        i, _, _, _, done, *_ = carry
+        return (i < max_new) & ~jnp.all(done)
+
+    def body(carry):
+        i, logits, cache, key_valid, done, rng, out_tok, out_lp, out_mask = carry
+        rng, key = jax.random.split(rng)
+        tok, lp = _sample_token(logits, key, temperature, top_p, greedy=greedy, use_top_p=use_top_p)
+        live = ~done
+        tok = jnp.where(live, tok, pad_id)
+        out_tok = out_tok.at[:, i].set(tok)
+        out_lp = out_lp.at[:, i].set(jnp.where(live, lp, 0.0))
+        out_mask = out_mask.at[:, i].set(live)
+        done = done | (live & jnp.any(tok[:, None] == eos_ids[None, :], axis=-1))
+        slot = prompt_bucket + i
+        key_valid = jax.lax.dynamic_update_slice(key_valid, live[:, None], (0, slot))
+        h, cache = model.hidden_states(tok[:, None], positions=(prompt_lens + i)[:, None],
+                                       cache=cache, cache_index=slot, key_valid=key_valid)
+        cache = _constrain_cache(cache, cache_sharding)
+        logits = model.logits_from_hidden(h[:, 0])
+        return i + 1, logits, cache, key_valid, done, rng, out_tok, out_lp, out_mask
+
+    carry = (jnp.int32(0), logits, cache, key_valid, done, rng, out_tok, out_lp, out_mask)
+    carry = jax.lax.while_loop(cond, body, carry)
+    # The cache is returned (and dropped by the caller) so its donated buffer is aliased
+    # and updated in place instead of copied into the loop.
+    return carry[6], carry[7], carry[8], carry[2]
+
+
+def generate(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, rng,
+             temperature: float = 1.0, top_p: float = 1.0, eos_ids: Sequence[int] = (),
+             pad_id: int = 0, mesh: Optional[jax.sharding.Mesh] = None) -> SampleOutput:
+    """Sample continuations of ragged `prompts` (lists of token ids) from `model`.
+
+    rng: a `jax.random` key or an int seed. temperature=0 is greedy. With `mesh`, the batch
+    is sharded over its data axis (parameters stay wherever the model's are: shard them with
+    `models.sharding.shard_model` on the learner's mesh).
+    """
+    if not prompts:
+        raise ValueError("generate: no prompts given.")
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("generate: every prompt needs at least one token.")
+    if max_new_tokens < 1:
+        raise ValueError(f"generate: max_new_tokens must be >= 1, got {max_new_tokens}.")
+    if temperature < 0 or not 0 < top_p <= 1:
+        raise ValueError(f"generate: need temperature >= 0 and 0 < top_p <= 1, "
+                         f"got {temperature}, {top_p}.")
+    if isinstance(rng, int):
+        rng = jax.random.key(rng)
+    n = len(prompts)
+    multiple = mesh.shape[shd.DATA] if mesh is not None else 1
+    b = bucket(n, 1)
+    b = -(-b // multiple) * multiple
+    p = bucket(max(len(x) for x in prompts), MIN_PROMPT_BUCKET)
+    g = bucket(max_new_tokens, MIN_GEN_BUCKET)
+    tokens = np.full((b, p), pad_id, np.int32)
+    mask = np.zeros((b, p), np.int32)
+    for i, prompt in enumerate(prompts):
+        tokens[i, p - len(prompt):] = np.asarray(prompt, np.int32)
+        mask[i, p - len(prompt):] = 1
+    mask[n:, -1] = 1                       # filler rows: one dummy token, done from the start
+    prompt_lens = mask.sum(1).astype(np.int32)
+    done = np.arange(b) >= n
+
+    cfg = model.config
+    graphdef, state = nnx.split(model)
+    cache_sh = _cache_sharding(mesh, cfg.num_kv_heads)
+    put = (lambda x: jax.device_put(x, shd.batch_sharding(mesh, x.ndim))) if mesh else jnp.asarray
+    tokens, mask, prompt_lens, done = map(put, (tokens, mask, prompt_lens, done))
+    logits, cache, key_valid = _prefill(graphdef, state, tokens, mask, gen_len=g,
+                                        cache_sharding=cache_sh)
+    greedy = temperature == 0
+    eos = jnp.asarray(list(eos_ids) or [-1], jnp.int32)
+    out_tok, out_lp, out_mask, _ = _decode(
+        graphdef, state, logits, cache, key_valid, prompt_lens, done, jnp.int32(max_new_tokens),
+        rng, jnp.float32(max(temperature, 1e-6)), jnp.float32(top_p), eos, jnp.int32(pad_id),
+        gen_len=g, greedy=greedy, use_top_p=(not greedy and top_p < 1.0), cache_sharding=cache_sh)
+    out_tok, out_lp, out_mask = jax.device_get((out_tok, out_lp, out_mask))
+    out_tok = np.asarray(out_tok)[:n, :max_new_tokens]
+    out_lp = np.asarray(out_lp)[:n, :max_new_tokens]
+    out_mask = np.asarray(out_mask)[:n, :max_new_tokens]
+    return SampleOutput(tokens=out_tok, logprobs=out_lp, mask=out_mask,
+                        lengths=out_mask.sum(1).astype(np.int32))
