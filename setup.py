@@ -25,6 +25,7 @@ setup(
         "matplotlib",
         "tensorboardX",
         "pillow",
+        "palmerpenguins",
     ],
     extras_require={
         "test": ["pytest", "torch==2.13.0"],
