@@ -147,12 +147,20 @@ def tiny(vocab_size: int = 8192) -> ModelConfig:
                        rope_theta=10000.0, tie_word_embeddings=True, max_position_embeddings=4096)
 
 
+def micro() -> ModelConfig:
+    """A ~0.1M-parameter model for smoke tests of the plumbing (learns nothing useful)."""
+    return ModelConfig(vocab_size=512, hidden_size=64, intermediate_size=128, num_layers=2,
+                       num_heads=4, num_kv_heads=2, head_dim=16, rope_theta=10000.0,
+                       tie_word_embeddings=True, max_position_embeddings=8192)
+
+
 PRESETS = {
     "qwen2p5_0p5b": qwen2p5_0p5b,
     "qwen2p5_1p5b": qwen2p5_1p5b,
     "qwen2p5_3b": qwen2p5_3b,
     "qwen2p5_7b": qwen2p5_7b,
     "tiny": tiny,
+    "micro": micro,
 }
 
 

@@ -1,0 +1,46 @@
+"""Train an MLE agent with asynchronous PPO.
+
+    python experiments/run.py --flagfile=experiments/tabular.flags [--workdir=DIR] [--resume]
+
+Writes DIR/metrics.jsonl, TensorBoard events (DIR/tb), orbax checkpoints (DIR/checkpoints),
+the final policy as an HF directory (DIR/policy), a reward curve and a summary.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import app, flags  # noqa: E402
+
+from mle_rl import config  # noqa: E402
+
+config.define_flags()
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    try:
+        cfg = config.from_flags(FLAGS)
+    except config.ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    from mle_rl import distributed
+    distributed.initialize(cfg)
+    from mle_rl.checkpoint import CheckpointError
+    from mle_rl.models.hf import CheckpointError as ModelCheckpointError
+    from mle_rl.trainer import Trainer
+    try:
+        trainer = Trainer(cfg)
+        summary = trainer.run()
+    except (config.ConfigError, CheckpointError, ModelCheckpointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"done: {summary['updates']} updates in {summary['wall_s']} s; best {summary['best']}")
+    return 0
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,238 @@
+"""Every flag of the trainer, defined in one place, and the frozen configs they become.
+
+`define_flags()` registers the absl flags (called by the apps in `experiments/`);
+`from_flags(flags)` turns parsed flags into a `RunConfig` and checks that the settings
+agree, raising `ConfigError` with one line for a person. Nothing else in the library reads
+`absl.flags.FLAGS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Optional
+
+from mle_rl.rl.learner import PPOConfig
+
+
+class ConfigError(ValueError):
+    """A bad or contradictory setting; the message is one line naming the flag(s)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    policy_dir: Optional[str]          # HF dir (config.json + safetensors + tokenizer)
+    preset: str = "tiny"               # used only with policy_dir=None (random init)
+    dtype: str = "float32"
+    instrumenter_dir: Optional[str] = None   # frozen LM for --instrument=lm
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingConfig:
+    max_prompt_tokens: int = 768
+    max_new_tokens: int = 512
+    temperature: float = 1.0
+    top_p: float = 1.0
+    sample_batch: int = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvConfig:
+    tasks: tuple = ("tabular-synth",)
+    mlebench_dir: Optional[str] = None
+    cache_dir: Optional[str] = None
+    instrument: str = "ast"            # ast | lm | none
+    reward: str = "rl4mle"             # rl4mle | mlagent
+    self_improve: float = 0.5          # fraction of improve-previous-solution prompts
+    prompt_source: str = "tasks"       # tasks | expert_states | mixed
+    expert_fraction: float = 0.5       # with prompt_source=mixed
+    timeout_s: Optional[float] = None  # override the tasks' own limits
+    memory_mb: Optional[int] = None
+    archive_size: int = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorConfig:
+    num_actors: int = 2
+    max_in_flight: int = 8
+    warm_pool: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class BufferConfig:
+    batch_size: int = 8
+    max_staleness: int = 4
+    capacity: int = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    workdir: str
+    model: ModelConfig
+    sampling: SamplingConfig
+    ppo: PPOConfig
+    env: EnvConfig
+    actors: ActorConfig
+    buffer: BufferConfig
+    max_steps: int = 100
+    max_wall_s: Optional[float] = None
+    checkpoint_every: int = 10
+    keep_checkpoints: int = 3
+    resume: bool = False
+    seed: int = 0
+    tensorboard: bool = True
+    mesh_shape: Optional[tuple] = None
+    fsdp: bool = False
+    coordinator_address: Optional[str] = None
+    num_processes: int = 1
+    process_id: int = 0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def define_flags():
+    """Registers the trainer's flags (idempotent)."""
+    from absl import flags
+
+    if "workdir" in flags.FLAGS:
+        return
+    d = flags
+    # Run.
+    d.DEFINE_string("workdir", None, "Directory for metrics, TensorBoard events and checkpoints.")
+    d.DEFINE_integer("max_steps", 100, "Number of PPO updates.")
+    d.DEFINE_float("max_wall_s", None, "Stop after this many seconds (checkpoint first).")
+    d.DEFINE_integer("checkpoint_every", 10, "Save a checkpoint every K updates.")
+    d.DEFINE_integer("keep_checkpoints", 3, "How many checkpoints to keep.")
+    d.DEFINE_bool("resume", False, "Continue from the latest checkpoint in --workdir.")
+    d.DEFINE_integer("seed", 0, "Random seed.")
+    d.DEFINE_bool("tensorboard", True, "Write TensorBoard events under WORKDIR/tb.")
+    # Model.
+    d.DEFINE_string("policy_dir", "default",
+                    "HF checkpoint dir of the policy; 'default' = the cached CPU default "
+                    "policy (built by the warm start when missing); 'random' = random init "
+                    "of --model_preset with a byte-level tokenizer.")
+    d.DEFINE_string("model_preset", "tiny", "Preset for --policy_dir=random.")
+    d.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "Parameter/compute dtype.")
+    d.DEFINE_string("instrumenter_dir", None,
+                    "Frozen LM for --instrument=lm (default: the initial policy's checkpoint).")
+    # Sampling.
+    d.DEFINE_integer("max_prompt_tokens", 768, "Prompt budget in tokens.")
+    d.DEFINE_integer("max_new_tokens", 512, "Response budget in tokens.")
+    d.DEFINE_float("temperature", 1.0, "Sampling temperature.")
+    d.DEFINE_float("top_p", 1.0, "Nucleus sampling.")
+    d.DEFINE_integer("sample_batch", 8, "Prompts sampled together.")
+    # PPO.
+    d.DEFINE_float("actor_lr", 1e-5, "Policy learning rate.")
+    d.DEFINE_float("critic_lr", 1e-5, "Critic learning rate.")
+    d.DEFINE_float("max_grad_norm", 1.0, "Global-norm gradient clip.")
+    d.DEFINE_float("clip_eps", 0.2, "PPO ratio clip.")
+    d.DEFINE_float("kl_coef", 0.02, "KL(policy || reference) penalty in the reward.")
+    d.DEFINE_enum("kl_kind", "k1", ["k1", "k2", "k3"], "KL estimator.")
+    d.DEFINE_float("ent_coef", 0.0, "Entropy bonus.")
+    d.DEFINE_float("gamma", 1.0, "Discount.")
+    d.DEFINE_float("lam", 0.95, "GAE lambda.")
+    d.DEFINE_integer("ppo_epochs", 1, "Epochs over each batch.")
+    d.DEFINE_integer("minibatches", 1, "Minibatches per epoch.")
+    d.DEFINE_bool("duration_weights", True, "Weight each sequence's gradient by Δt / mean Δt.")
+    d.DEFINE_float("duration_floor", 1.0, "Floor on Δt (s) so failed programs keep weight.")
+    d.DEFINE_float("duration_cap", None, "Optional cap on Δt (s).")
+    d.DEFINE_enum("critic", "separate", ["separate", "shared"], "Value head over its own trunk "
+                  "copy or over the policy's trunk.")
+    d.DEFINE_enum("reduction", "token_mean", ["token_mean", "sequence_mean"], "Loss reduction.")
+    # Environment.
+    d.DEFINE_list("tasks", ["tabular-synth"], "Task ids (several = cross-task training).")
+    d.DEFINE_string("mlebench_dir", None, "Directory of `mlebench prepare`d tasks.")
+    d.DEFINE_string("cache_dir", None, "Cache for built-in tasks and the default policy.")
+    d.DEFINE_enum("instrument", "ast", ["ast", "lm", "none"], "Instrumentation for partial credit.")
+    d.DEFINE_enum("reward", "rl4mle", ["rl4mle", "mlagent"], "Reward scheme.")
+    d.DEFINE_float("self_improve", 0.5, "Fraction of improve-previous-solution prompts.")
+    d.DEFINE_enum("prompt_source", "tasks", ["tasks", "expert_states", "mixed"],
+                  "Where prompts come from (expert_states = ML-Agent step-wise RL).")
+    d.DEFINE_float("expert_fraction", 0.5, "Share of expert states with --prompt_source=mixed.")
+    d.DEFINE_float("action_timeout_s", None, "Override each task's wall-time limit (s).")
+    d.DEFINE_integer("action_memory_mb", None, "Override each task's memory limit (MB).")
+    d.DEFINE_integer("archive_size", 8, "Valid solutions kept per task for improve prompts.")
+    # Actors and buffer.
+    d.DEFINE_integer("num_actors", 2, "Actor subprocesses executing actions.")
+    d.DEFINE_integer("max_in_flight", 8, "Target number of actions in flight.")
+    d.DEFINE_bool("warm_pool", True, "Serve actions from pre-warmed sandboxes.")
+    d.DEFINE_integer("batch_size", 8, "Rollouts per PPO update.")
+    d.DEFINE_integer("max_staleness", 4, "Drop rollouts older than this many policy versions.")
+    d.DEFINE_integer("buffer_capacity", 1024, "Replay buffer capacity.")
+    # Devices.
+    d.DEFINE_list("mesh_shape", None, "data,model mesh shape (default: all devices on data).")
+    d.DEFINE_bool("fsdp", False, "Also shard parameters over the data axis.")
+    d.DEFINE_string("coordinator_address", None, "jax.distributed coordinator host:port.")
+    d.DEFINE_integer("num_processes", 1, "Processes in a multi-host run.")
+    d.DEFINE_integer("process_id", 0, "This process's index in a multi-host run.")
+
+
+def _check(cond: bool, message: str):
+    if not cond:
+        raise ConfigError(message)
+
+
+def from_flags(f) -> RunConfig:
+    """Parsed absl flags -> RunConfig, with the cross-flag checks."""
+    _check(f.workdir, "--workdir is required (where metrics and checkpoints go).")
+    _check(f.max_steps >= 1, f"--max_steps must be >= 1, got {f.max_steps}.")
+    _check(f.batch_size >= 1, f"--batch_size must be >= 1, got {f.batch_size}.")
+    _check(f.batch_size % f.minibatches == 0,
+           f"--batch_size={f.batch_size} is not divisible by --minibatches={f.minibatches}.")
+    _check(0.0 <= f.self_improve <= 1.0, f"--self_improve must be in [0, 1], got {f.self_improve}.")
+    _check(0.0 <= f.expert_fraction <= 1.0, "--expert_fraction must be in [0, 1].")
+    _check(f.temperature > 0, f"--temperature must be > 0 for training (greedy decoding "
+                              f"does not explore), got {f.temperature}.")
+    _check(0 < f.top_p <= 1, f"--top_p must be in (0, 1], got {f.top_p}.")
+    _check(f.num_actors >= 1, "--num_actors must be >= 1.")
+    _check(f.max_in_flight >= 1, "--max_in_flight must be >= 1.")
+    _check(f.max_staleness >= 0, "--max_staleness must be >= 0.")
+    _check(f.buffer_capacity >= f.batch_size,
+           f"--buffer_capacity={f.buffer_capacity} is smaller than --batch_size={f.batch_size}.")
+    _check(f.duration_floor > 0, "--duration_floor must be > 0 (a failed program needs weight).")
+    _check(f.duration_cap is None or f.duration_cap >= f.duration_floor,
+           "--duration_cap must be >= --duration_floor.")
+    _check(f.actor_lr > 0 and f.critic_lr > 0, "--actor_lr and --critic_lr must be > 0.")
+    _check(bool(f.tasks), "--tasks needs at least one task id.")
+    _check(f.num_processes >= 1 and 0 <= f.process_id < f.num_processes,
+           f"--process_id={f.process_id} must be in [0, --num_processes={f.num_processes}).")
+    _check(f.num_processes == 1 or f.coordinator_address,
+           "--num_processes > 1 needs --coordinator_address=host:port.")
+    mesh_shape = None
+    if f.mesh_shape:
+        try:
+            mesh_shape = tuple(int(x) for x in f.mesh_shape)
+        except ValueError:
+            raise ConfigError(f"--mesh_shape must be two integers like 2,2; got {f.mesh_shape}.")
+        _check(len(mesh_shape) == 2, f"--mesh_shape needs two sizes (data,model), got {mesh_shape}.")
+    if f.resume:
+        _check(os.path.isdir(f.workdir), f"--resume: workdir {f.workdir} does not exist.")
+    policy_dir = None if f.policy_dir == "random" else f.policy_dir
+    return RunConfig(
+        workdir=f.workdir,
+        model=ModelConfig(policy_dir=policy_dir, preset=f.model_preset, dtype=f.dtype,
+                          instrumenter_dir=f.instrumenter_dir),
+        sampling=SamplingConfig(max_prompt_tokens=f.max_prompt_tokens,
+                                max_new_tokens=f.max_new_tokens, temperature=f.temperature,
+                                top_p=f.top_p, sample_batch=f.sample_batch),
+        ppo=PPOConfig(actor_lr=f.actor_lr, critic_lr=f.critic_lr, max_grad_norm=f.max_grad_norm,
+                      clip_eps=f.clip_eps, kl_coef=f.kl_coef, kl_kind=f.kl_kind,
+                      ent_coef=f.ent_coef, gamma=f.gamma, lam=f.lam, epochs=f.ppo_epochs,
+                      minibatches=f.minibatches, duration_weights=f.duration_weights,
+                      duration_floor=f.duration_floor, duration_cap=f.duration_cap,
+                      critic=f.critic, reduction=f.reduction),
+        env=EnvConfig(tasks=tuple(f.tasks), mlebench_dir=f.mlebench_dir, cache_dir=f.cache_dir,
+                      instrument=f.instrument, reward=f.reward, self_improve=f.self_improve,
+                      prompt_source=f.prompt_source, expert_fraction=f.expert_fraction,
+                      timeout_s=f.action_timeout_s, memory_mb=f.action_memory_mb,
+                      archive_size=f.archive_size),
+        actors=ActorConfig(num_actors=f.num_actors, max_in_flight=f.max_in_flight,
+                           warm_pool=f.warm_pool),
+        buffer=BufferConfig(batch_size=f.batch_size, max_staleness=f.max_staleness,
+                            capacity=f.buffer_capacity),
+        max_steps=f.max_steps, max_wall_s=f.max_wall_s, checkpoint_every=f.checkpoint_every,
+        keep_checkpoints=f.keep_checkpoints, resume=f.resume, seed=f.seed,
+        tensorboard=f.tensorboard, mesh_shape=mesh_shape, fsdp=f.fsdp,
+        coordinator_address=f.coordinator_address, num_processes=f.num_processes,
+        process_id=f.process_id)

@@ -1,0 +1,287 @@
+"""The asynchronous trainer: prompts -> sample -> dispatch -> buffer -> update -> checkpoint -> log.
+
+One loop on the learner's host:
+  * keep `max_in_flight` actions in flight: sample responses with the current policy (on
+    the learner's devices) and hand them to the actor pool;
+  * collect whatever actions finished (in any order) into the replay buffer, and valid
+    solutions into the per-task archive (for self-improvement prompts);
+  * as soon as `batch_size` fresh rollouts are in the buffer, run one PPO update — the
+    learner never waits for the slowest action; PPO ratios use the behaviour log-probs
+    recorded at sampling time; rollouts older than `max_staleness` versions are dropped;
+  * every `checkpoint_every` updates, and on SIGINT/SIGTERM, save a checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import signal
+import time
+from collections import Counter
+from typing import Optional
+
+import jax
+import numpy as np
+
+from mle_rl import buffer as rbuf
+from mle_rl import checkpoint as ckpt
+from mle_rl import metrics_log, policy_io, sampling
+from mle_rl.actors import ActionDone, ActionRequest, ActorPool
+from mle_rl.config import ConfigError, RunConfig
+from mle_rl.env import families, tasks as env_tasks
+from mle_rl.env.instrument import new_nonce
+from mle_rl.models import hf
+from mle_rl.models import sharding as shd
+from mle_rl.prompt_sources import Archive, MixedSource, Prompt, TaskPromptSource, signed
+from mle_rl.rl.learner import Learner
+
+
+def make_prompt_source(cfg: RunConfig, tasks: dict, archive: Archive, count_tokens,
+                       policy_dir: Optional[pathlib.Path]):
+    own = TaskPromptSource(tasks, archive, self_improve=cfg.env.self_improve,
+                           max_tokens=cfg.sampling.max_prompt_tokens, count_tokens=count_tokens)
+    if cfg.env.prompt_source == "tasks":
+        return own
+    from mle_rl.warmstart.states import ExpertStatesSource
+    expert = ExpertStatesSource.for_policy(policy_dir, task_ids=tuple(tasks),
+                                           max_tokens=cfg.sampling.max_prompt_tokens,
+                                           count_tokens=count_tokens)
+    if cfg.env.prompt_source == "expert_states":
+        return expert
+    return MixedSource(own, expert, cfg.env.expert_fraction)
+
+
+class Trainer:
+    def __init__(self, cfg: RunConfig, log=print):
+        self.cfg, self.log = cfg, log
+        self.workdir = pathlib.Path(cfg.workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.mesh = shd.make_mesh(cfg.mesh_shape)
+        # Tasks first: an unknown id fails before any model is loaded.
+        self.tasks = {}
+        for tid in cfg.env.tasks:
+            try:
+                self.tasks[tid] = env_tasks.get_task(tid, mlebench_dir=cfg.env.mlebench_dir,
+                                                     cache_dir=cfg.env.cache_dir)
+            except env_tasks.UnknownTask as e:
+                raise ConfigError(str(e)) from None
+        model, self.tokenizer, self.policy_dir = policy_io.load_policy(
+            cfg.model.policy_dir, preset=cfg.model.preset, dtype=cfg.model.dtype,
+            cache_dir=cfg.env.cache_dir, seed=cfg.seed, log=log)
+        self.model_config = model.config
+        self.eos_ids = policy_io.eos_ids(self.tokenizer, model.config)
+        self.pad_id = policy_io.pad_id(self.tokenizer)
+        self.learner = Learner(model, cfg.ppo, mesh=self.mesh, fsdp=cfg.fsdp, seed=cfg.seed)
+        del model
+        self.archive = Archive(cfg.env.archive_size)
+        count = lambda s: len(policy_io.encode_prompt(self.tokenizer, s))  # noqa: E731
+        self.source = make_prompt_source(cfg, self.tasks, self.archive, count, self.policy_dir)
+        self.buffer = rbuf.ReplayBuffer(cfg.buffer.max_staleness, cfg.buffer.capacity)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.sample_key = jax.random.key_data(jax.random.key(cfg.seed + 1))
+        self.counters = Counter()
+        self.best = {}                         # task id -> best raw score
+        self.family_counts = Counter()
+        self.pending = {}                      # request id -> what the learner needs later
+        self.checkpointer = ckpt.Checkpointer(self.workdir / "checkpoints",
+                                              keep=cfg.keep_checkpoints)
+        self._stop = None
+        if cfg.resume:
+            self._restore()
+        self.metrics = metrics_log.MetricsLogger(
+            self.workdir, tensorboard=cfg.tensorboard,
+            resume_step=self.step if cfg.resume else None)
+        (self.workdir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
+
+    # ------------------------------------------------------------------ state
+    @property
+    def step(self) -> int:
+        return int(self.learner.state.step)
+
+    def _extra(self) -> dict:
+        return {
+            "archive": self.archive.state_dict(),
+            "counters": dict(self.counters),
+            "best": self.best,
+            "families": dict(self.family_counts),
+            "host_rng": self.rng.bit_generator.state,
+            "sample_key": np.asarray(self.sample_key),
+            "buffer": self.buffer.state_dict(),
+            "config": self.cfg.to_dict(),
+        }
+
+    def save_checkpoint(self, force: bool = False):
+        self.checkpointer.save(self.step, self.learner.state, self._extra(), force=force)
+
+    def _restore(self):
+        latest = self.checkpointer.latest_step()
+        if latest is None:
+            raise ckpt.CheckpointError(
+                f"--resume: no checkpoint in {self.workdir / 'checkpoints'}; run without "
+                f"--resume to start fresh.")
+        abstract = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
+            self.learner.state)
+        state, extra = self.checkpointer.restore(latest, abstract_state=abstract)
+        problems = ckpt.compatible(extra.get("config", {}), self.cfg.to_dict())
+        if problems:
+            raise ckpt.CheckpointError(
+                f"checkpoint {latest} in {self.workdir} was made with other settings "
+                f"({problems}); use another --workdir.")
+        self.learner.state = state
+        self.archive.load_state_dict(extra["archive"])
+        self.counters = Counter(extra["counters"])
+        self.best = dict(extra["best"])
+        self.family_counts = Counter(extra["families"])
+        self.rng.bit_generator.state = extra["host_rng"]
+        self.sample_key = np.asarray(extra["sample_key"], np.uint32)
+        self.buffer.load_state_dict(extra["buffer"])
+        self.log(f"[resume] continuing at update {self.step} from {self.workdir}")
+
+    # ------------------------------------------------------------------ acting
+    def _sample(self, pool: ActorPool, n: int):
+        """Sample `n` responses with the current policy and submit them as actions."""
+        prompts = [self.source.sample(self.rng) for _ in range(n)]
+        ids = [policy_io.encode_prompt(self.tokenizer, p.text) for p in prompts]
+        key, sub = jax.random.split(jax.random.wrap_key_data(self.sample_key))
+        self.sample_key = jax.random.key_data(key)
+        out = sampling.generate(
+            self.learner.policy(), ids, max_new_tokens=self.cfg.sampling.max_new_tokens,
+            rng=sub, temperature=self.cfg.sampling.temperature, top_p=self.cfg.sampling.top_p,
+            eos_ids=self.eos_ids, pad_id=self.pad_id, mesh=self.mesh)
+        version = self.step
+        for i, (p, prompt_ids) in enumerate(zip(prompts, ids)):
+            n_tok = int(out.lengths[i])
+            resp = out.tokens[i, :n_tok]
+            rid = self.counters["next_request_id"]
+            self.counters["next_request_id"] += 1
+            self.pending[rid] = dict(prompt=p, prompt_tokens=np.asarray(prompt_ids, np.int32),
+                                     response_tokens=resp, logprobs=out.logprobs[i, :n_tok],
+                                     version=version)
+            pool.submit(ActionRequest(request_id=rid, task_id=p.task_id,
+                                      response=policy_io.decode_response(self.tokenizer, resp),
+                                      policy_version=version, nonce=new_nonce(),
+                                      prev_score=p.prev_score, prev_code=p.prev_code))
+        self.counters["sampled"] += n
+
+    def _collect(self, done: ActionDone):
+        info = self.pending.pop(done.request.request_id, None)
+        if info is None:         # a request from before a restart
+            return
+        r, p = done.result, info["prompt"]
+        task = self.tasks[p.task_id]
+        self.counters["actions_done"] += 1
+        self.counters[f"status_{r.status}"] += 1
+        fam = families.primary_family(r.code)
+        self.family_counts[fam] += 1
+        if r.status == "ok" and r.score is not None:
+            self.archive.add(task, plan=r.plan, code=r.code, output=r.stdout_tail, score=r.score)
+            prev = self.best.get(p.task_id)
+            if prev is None or signed(r.score, task.is_lower_better) > signed(prev, task.is_lower_better):
+                self.best[p.task_id] = float(r.score)
+        self.buffer.add(rbuf.Rollout(
+            request_id=done.request.request_id, task_id=p.task_id,
+            prompt_tokens=info["prompt_tokens"], response_tokens=info["response_tokens"],
+            logprobs=info["logprobs"], policy_version=info["version"], reward=r.reward,
+            duration_s=r.duration_s, status=r.status, score=r.score, prompt_kind=p.kind,
+            meta={"family": fam, "hits": len(r.hits)}))
+
+    # ------------------------------------------------------------------ learning
+    def _update(self, t_start: float, busy: dict) -> dict:
+        batch_rollouts = self.buffer.take(self.cfg.buffer.batch_size, self.step)
+        batch = rbuf.collate(batch_rollouts, self.cfg.sampling.max_prompt_tokens,
+                             self.cfg.sampling.max_new_tokens, self.pad_id)
+        t0 = time.monotonic()
+        m = self.learner.update(batch)
+        busy["learner"] += time.monotonic() - t0
+        ok = [x for x in batch_rollouts if x.status == "ok"]
+        wall = time.monotonic() - t_start
+        m.update(
+            step=self.step,
+            reward_mean=float(np.mean([x.reward for x in batch_rollouts])),
+            valid_frac=len(ok) / len(batch_rollouts),
+            duration_mean_s=float(np.mean([x.duration_s for x in batch_rollouts])),
+            staleness_mean=float(np.mean([self.step - 1 - x.policy_version
+                                          for x in batch_rollouts])),
+            dropped_stale=self.buffer.counters["dropped_stale"],
+            learner_busy_frac=busy["learner"] / max(wall, 1e-9),
+            sampler_busy_frac=busy["sampler"] / max(wall, 1e-9),
+            actions_done=self.counters["actions_done"],
+            wall_s=wall,
+            improve_frac=float(np.mean([x.prompt_kind == "improve" for x in batch_rollouts])),
+        )
+        first = self.cfg.env.tasks[0]
+        if first in self.best:
+            m["best_score"] = self.best[first]
+        for tid, s in self.best.items():
+            m[f"best_score/{tid}"] = s
+        for fam, c in Counter(x.meta.get("family", "none") for x in batch_rollouts).items():
+            m[f"family/{fam}"] = c / len(batch_rollouts)
+        return m
+
+    # ------------------------------------------------------------------ main loop
+    def _on_signal(self, signum, frame):
+        if self._stop is not None:                      # second signal: stop right away
+            raise KeyboardInterrupt
+        self._stop = signal.Signals(signum).name
+        self.log(f"[signal] {self._stop}: finishing this step, saving a checkpoint, exiting")
+
+    def run(self) -> dict:
+        cfg = self.cfg
+        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        timeouts = {tid: (cfg.env.timeout_s or t.timeout_s) for tid, t in self.tasks.items()}
+        work = dict(mlebench_dir=cfg.env.mlebench_dir, cache_dir=cfg.env.cache_dir,
+                    instrumenter=cfg.env.instrument, reward_scheme=cfg.env.reward,
+                    timeout_s=cfg.env.timeout_s, memory_mb=cfg.env.memory_mb,
+                    warm_pool={"size": 1} if cfg.actors.warm_pool else None)
+        progress = metrics_log.Progress(cfg.max_steps)
+        busy = Counter()
+        t_start = time.monotonic()
+        pool = ActorPool(cfg.actors.num_actors, work_kwargs=work,
+                         action_timeout_s=lambda r: timeouts[r.task_id])
+        try:
+            while self.step < cfg.max_steps and self._stop is None:
+                if cfg.max_wall_s and time.monotonic() - t_start > cfg.max_wall_s:
+                    self._stop = "max_wall_s"
+                    break
+                room = cfg.actors.max_in_flight - pool.in_flight()
+                if room > 0:
+                    t0 = time.monotonic()
+                    self._sample(pool, min(room, cfg.sampling.sample_batch))
+                    busy["sampler"] += time.monotonic() - t0
+                for done in pool.poll(timeout=0.0 if room > 0 else 0.2):
+                    self._collect(done)
+                if self.buffer.ready(cfg.buffer.batch_size, self.step):
+                    m = self._update(t_start, busy)
+                    self.metrics.log(self.step, m)
+                    progress.update(self.step, m, self.log)
+                    if self.step % cfg.checkpoint_every == 0:
+                        self.save_checkpoint()
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+            pool.close()
+            self.save_checkpoint(force=True)
+            self.checkpointer.wait()
+            self.metrics.close()
+        return self._finish(time.monotonic() - t_start)
+
+    def _finish(self, wall: float) -> dict:
+        hf.save(self.learner.policy(), self.workdir / "policy", tokenizer=self._hf_tokenizer())
+        metrics_file = self.workdir / "metrics.jsonl"
+        if metrics_file.exists():
+            metrics_log.plot_reward_curve(metrics_file, self.workdir / "reward_curve.png")
+        summary = {
+            "updates": self.step, "wall_s": round(wall, 1), "stopped_by": self._stop or "max_steps",
+            "best": self.best, "actions_done": self.counters["actions_done"],
+            "families": dict(self.family_counts),
+            "statuses": {k[7:]: v for k, v in self.counters.items() if k.startswith("status_")},
+        }
+        (self.workdir / "summary.json").write_text(json.dumps(summary, indent=2))
+        if metrics_file.exists():
+            self.log(metrics_log.summarize(metrics_file))
+        return summary
+
+    def _hf_tokenizer(self):
+        return None if isinstance(self.tokenizer, policy_io.ByteTokenizer) else self.tokenizer
