@@ -1,0 +1,143 @@
+"""Best-of-N evaluation, as in the RL-for-MLE paper's test protocol.
+
+Per task: half the samples solve from scratch; the other half (in rounds) improve the best
+valid solution found so far, shown with its terminal output. The best valid score over all
+N is reported (direction-aware), with the valid fraction and the model families used.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Optional
+
+import jax
+import numpy as np
+
+from mle_rl import policy_io, sampling
+from mle_rl.actors import ActionRequest, ActorPool
+from mle_rl.env import families, prompts as env_prompts
+from mle_rl.env.instrument import new_nonce
+from mle_rl.prompt_sources import signed
+
+
+@dataclasses.dataclass
+class TaskResult:
+    task_id: str
+    metric: str
+    is_lower_better: bool
+    n: int = 0
+    valid: int = 0
+    best: Optional[float] = None
+    best_mode: str = ""
+    best_code: str = ""
+    families: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    rewards: list = dataclasses.field(default_factory=list)
+
+    @property
+    def valid_frac(self) -> float:
+        return self.valid / max(self.n, 1)
+
+
+def _run_round(pool: ActorPool, model, tokenizer, task, texts, modes, prevs, *, key,
+               cfg: dict, result: TaskResult, start_id: int):
+    ids = [policy_io.encode_prompt(tokenizer, t) for t in texts]
+    out = sampling.generate(model, ids, max_new_tokens=cfg["max_new_tokens"], rng=key,
+                            temperature=cfg["temperature"], top_p=cfg["top_p"],
+                            eos_ids=policy_io.eos_ids(tokenizer, model.config),
+                            pad_id=policy_io.pad_id(tokenizer), mesh=cfg.get("mesh"))
+    for i in range(len(texts)):
+        resp = policy_io.decode_response(tokenizer, out.tokens[i, :int(out.lengths[i])])
+        prev = prevs[i]
+        pool.submit(ActionRequest(request_id=start_id + i, task_id=task.id, response=resp,
+                                  policy_version=0, nonce=new_nonce(),
+                                  prev_score=prev["score"] if prev else None,
+                                  prev_code=prev["code"] if prev else None))
+    pending = set(range(start_id, start_id + len(texts)))
+    best_entry = None
+    while pending:
+        for done in pool.poll(timeout=0.5):
+            if done.request.request_id not in pending:
+                continue
+            pending.discard(done.request.request_id)
+            r = done.result
+            result.n += 1
+            result.rewards.append(r.reward)
+            result.families[families.primary_family(r.code)] += 1
+            if r.status == "ok" and r.score is not None:
+                result.valid += 1
+                if result.best is None or signed(r.score, task.is_lower_better) > signed(
+                        result.best, task.is_lower_better):
+                    result.best = float(r.score)
+                    result.best_mode = modes[done.request.request_id - start_id]
+                    result.best_code = r.code
+                    best_entry = {"plan": r.plan, "code": r.code, "output": r.stdout_tail,
+                                  "score": float(r.score)}
+    return best_entry
+
+
+def best_of_n(model, tokenizer, tasks: dict, n: int, *, improve: bool = True, seed: int = 0,
+              num_actors: int = 2, temperature: float = 0.7, top_p: float = 1.0,
+              max_prompt_tokens: int = 768, max_new_tokens: int = 512, sample_batch: int = 8,
+              instrument: str = "ast", reward: str = "rl4mle", cache_dir=None,
+              mlebench_dir=None, warm_pool: bool = True, mesh=None, log=print) -> dict:
+    """-> {task_id: TaskResult}. `tasks` maps ids to `Task`s."""
+    count = lambda s: len(policy_io.encode_prompt(tokenizer, s))  # noqa: E731
+    cfg = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, mesh=mesh)
+    key = jax.random.key(seed)
+    work = dict(mlebench_dir=mlebench_dir, cache_dir=cache_dir, instrumenter=instrument,
+                reward_scheme=reward, warm_pool={"size": 1} if warm_pool else None)
+    timeouts = {tid: t.timeout_s for tid, t in tasks.items()}
+    results = {}
+    with ActorPool(num_actors, work_kwargs=work,
+                   action_timeout_s=lambda r: timeouts[r.task_id]) as pool:
+        next_id = 0
+        for tid, task in tasks.items():
+            res = TaskResult(tid, task.metric, task.is_lower_better)
+            n_solve = n // 2 if improve else n
+            solve = env_prompts.solve_prompt(task, max_tokens=max_prompt_tokens, count_tokens=count)
+            best_entry = None
+            done_n = 0
+            while done_n < n:
+                # Solve rounds until n_solve are done; then improve the best so far (or keep
+                # solving while nothing valid has been found).
+                left = (n_solve - done_n) if done_n < n_solve else (n - done_n)
+                k = min(sample_batch, left)
+                if done_n < n_solve or best_entry is None:
+                    texts, modes, prevs = [solve] * k, ["solve"] * k, [None] * k
+                else:
+                    text = env_prompts.improve_prompt(
+                        task, best_entry["plan"], best_entry["code"], best_entry["output"],
+                        max_tokens=max_prompt_tokens, count_tokens=count)
+                    texts, modes, prevs = [text] * k, ["improve"] * k, [best_entry] * k
+                key, sub = jax.random.split(key)
+                found = _run_round(pool, model, tokenizer, task, texts, modes, prevs, key=sub,
+                                   cfg=cfg, result=res, start_id=next_id)
+                next_id += k
+                done_n += k
+                if found is not None:
+                    best_entry = found
+            results[tid] = res
+            log(f"[eval] {tid}: best {res.best} ({res.metric}, "
+                f"{'lower' if res.is_lower_better else 'higher'} is better), "
+                f"valid {res.valid}/{res.n}, families {dict(res.families)}")
+    return results
+
+
+def markdown_table(results: dict, label: str = "ours") -> str:
+    lines = [f"| task | metric | best-of-N ({label}) | valid | N | families |",
+             "|---|---|---|---|---|---|"]
+    for tid, r in results.items():
+        arrow = "↓" if r.is_lower_better else "↑"
+        best = "—" if r.best is None else f"{r.best:.4f}"
+        fams = ", ".join(f"{k} {v}" for k, v in r.families.most_common())
+        lines.append(f"| {tid} | {r.metric} {arrow} | {best} | {r.valid}/{r.n} | {r.n} | {fams} |")
+    return "\n".join(lines)
+
+
+def results_to_json(results: dict) -> dict:
+    return {tid: {"metric": r.metric, "is_lower_better": r.is_lower_better, "n": r.n,
+                  "valid": r.valid, "best": r.best, "best_mode": r.best_mode,
+                  "families": dict(r.families),
+                  "reward_mean": float(np.mean(r.rewards)) if r.rewards else None}
+            for tid, r in results.items()}
