@@ -79,6 +79,7 @@ class RunConfig:
     checkpoint_every: int = 10
     keep_checkpoints: int = 3
     resume: bool = False
+    resume_step: Optional[int] = None
     seed: int = 0
     tensorboard: bool = True
     mesh_shape: Optional[tuple] = None
@@ -105,6 +106,7 @@ def define_flags():
     d.DEFINE_integer("checkpoint_every", 10, "Save a checkpoint every K updates.")
     d.DEFINE_integer("keep_checkpoints", 3, "How many checkpoints to keep.")
     d.DEFINE_bool("resume", False, "Continue from the latest checkpoint in --workdir.")
+    d.DEFINE_integer("resume_step", None, "With --resume: this checkpoint step, not the latest.")
     d.DEFINE_integer("seed", 0, "Random seed.")
     d.DEFINE_bool("tensorboard", True, "Write TensorBoard events under WORKDIR/tb.")
     # Model.
@@ -232,7 +234,8 @@ def from_flags(f) -> RunConfig:
         buffer=BufferConfig(batch_size=f.batch_size, max_staleness=f.max_staleness,
                             capacity=f.buffer_capacity),
         max_steps=f.max_steps, max_wall_s=f.max_wall_s, checkpoint_every=f.checkpoint_every,
-        keep_checkpoints=f.keep_checkpoints, resume=f.resume, seed=f.seed,
+        keep_checkpoints=f.keep_checkpoints, resume=f.resume or f.resume_step is not None,
+        resume_step=f.resume_step, seed=f.seed,
         tensorboard=f.tensorboard, mesh_shape=mesh_shape, fsdp=f.fsdp,
         coordinator_address=f.coordinator_address, num_processes=f.num_processes,
         process_id=f.process_id)

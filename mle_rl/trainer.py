@@ -84,6 +84,7 @@ class Trainer:
         self.best = {}                         # task id -> best raw score
         self.family_counts = Counter()
         self.pending = {}                      # request id -> what the learner needs later
+        ckpt.quiet_orbax_logging()
         self.checkpointer = ckpt.Checkpointer(self.workdir / "checkpoints",
                                               keep=cfg.keep_checkpoints)
         self._stop = None
@@ -115,20 +116,18 @@ class Trainer:
         self.checkpointer.save(self.step, self.learner.state, self._extra(), force=force)
 
     def _restore(self):
-        latest = self.checkpointer.latest_step()
+        latest = self.cfg.resume_step
+        if latest is None:
+            latest = self.checkpointer.latest_step()
         if latest is None:
             raise ckpt.CheckpointError(
                 f"--resume: no checkpoint in {self.workdir / 'checkpoints'}; run without "
                 f"--resume to start fresh.")
-        abstract = jax.tree.map(
-            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
-            self.learner.state)
-        state, extra = self.checkpointer.restore(latest, abstract_state=abstract)
-        problems = ckpt.compatible(extra.get("config", {}), self.cfg.to_dict())
-        if problems:
-            raise ckpt.CheckpointError(
-                f"checkpoint {latest} in {self.workdir} was made with other settings "
-                f"({problems}); use another --workdir.")
+        state, extra = self.checkpointer.restore(latest, abstract_state=self.learner.state)
+        # What shapes the saved arrays and the archive must match; the rest may change.
+        ckpt.check_compatible(extra.get("config", {}), self.cfg.to_dict(),
+                              directory=self.workdir / "checkpoints", step=latest,
+                              keys=("model.*", "env.tasks", "ppo.critic"))
         self.learner.state = state
         self.archive.load_state_dict(extra["archive"])
         self.counters = Counter(extra["counters"])
@@ -235,7 +234,7 @@ class Trainer:
                     instrumenter=cfg.env.instrument, reward_scheme=cfg.env.reward,
                     timeout_s=cfg.env.timeout_s, memory_mb=cfg.env.memory_mb,
                     warm_pool={"size": 1} if cfg.actors.warm_pool else None)
-        progress = metrics_log.Progress(cfg.max_steps)
+        progress = metrics_log.Progress(cfg.max_steps, start_step=self.step)
         busy = Counter()
         t_start = time.monotonic()
         pool = ActorPool(cfg.actors.num_actors, work_kwargs=work,
@@ -255,7 +254,7 @@ class Trainer:
                 if self.buffer.ready(cfg.buffer.batch_size, self.step):
                     m = self._update(t_start, busy)
                     self.metrics.log(self.step, m)
-                    progress.update(self.step, m, self.log)
+                    progress.update(self.step, m)
                     if self.step % cfg.checkpoint_every == 0:
                         self.save_checkpoint()
         finally:

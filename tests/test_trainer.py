@@ -1,0 +1,198 @@
+"""The trainer end to end: run.py, metrics, checkpoints, resume after kill -9, SIGINT, config errors.
+
+The policy here is a random `micro` model with a byte tokenizer: it writes no code, so
+every action fails fast; these tests check the plumbing, not learning.
+"""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+from absl import flags
+
+from mle_rl import config
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+TASK = "breast-cancer-diagnosis"
+COMMON = [
+    f"--tasks={TASK}", "--policy_dir=random", "--model_preset=micro", "--batch_size=4",
+    "--sample_batch=4", "--max_in_flight=4", "--num_actors=2", "--critic=shared", "--max_new_tokens=24",
+    "--max_prompt_tokens=2000", "--checkpoint_every=2", "--warm_pool=false",
+    "--tensorboard=true", "--actor_lr=1e-3", "--critic_lr=1e-3",
+]
+
+
+def _env(cache):
+    env = dict(os.environ, MLE_RL_CACHE=str(cache), JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)
+    return env
+
+
+def _descendants(pid: int) -> set:
+    """All live descendants of `pid` (from /proc)."""
+    parents = {}
+    for d in pathlib.Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+                parents[int(d.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    out, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier} - out
+        out |= frontier
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    except OSError:
+        return False
+
+
+def _start(args, cache, **kw):
+    return subprocess.Popen([sys.executable, str(ROOT / "experiments" / "run.py"), *COMMON, *args],
+                            cwd=ROOT, env=_env(cache), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def _watch(proc, until=None, timeout=400):
+    """Wait for `proc` (or for `until()` to hold), recording its descendants meanwhile."""
+    seen = set()
+    t0 = time.time()
+    while proc.poll() is None and time.time() - t0 < timeout:
+        seen |= _descendants(proc.pid)
+        if until is not None and until():
+            break
+        time.sleep(0.2)
+    return seen
+
+
+def _metrics(workdir):
+    f = pathlib.Path(workdir) / "metrics.jsonl"
+    return [json.loads(l) for l in f.read_text().splitlines()] if f.exists() else []
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")
+
+
+def test_run_finishes_with_metrics_tensorboard_checkpoint_and_no_orphans(tmp_path, cache):
+    wd = tmp_path / "run"
+    proc = _start(["--max_steps=3", f"--workdir={wd}"], cache)
+    seen = _watch(proc)
+    out = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 0, out[-3000:]
+    rows = _metrics(wd)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    for key in ("reward_mean", "valid_frac", "duration_mean_s", "clip_frac", "kl_ref",
+                "staleness_mean", "learner_busy_frac"):
+        assert key in rows[0], key
+    assert rows[0]["valid_frac"] == 0.0 and rows[0]["reward_mean"] == -10.0
+    assert list((wd / "tb").rglob("events.out.tfevents.*"))
+    assert (wd / "checkpoints").is_dir() and any((wd / "checkpoints").iterdir())
+    assert (wd / "policy" / "config.json").is_file()
+    assert (wd / "reward_curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert json.loads((wd / "summary.json").read_text())["updates"] == 3
+    assert len(seen) >= 2                     # the actors really were child processes
+    time.sleep(1.0)
+    assert not [p for p in seen if _alive(p)], "processes left behind"
+
+
+def test_kill9_then_resume_continues_at_the_saved_step(tmp_path, cache):
+    wd = tmp_path / "run"
+    proc = _start(["--max_steps=50", f"--workdir={wd}"], cache)
+    seen = _watch(proc, until=lambda: len(_metrics(wd)) >= 3)
+    proc.kill()                                   # kill -9
+    proc.communicate(timeout=30)
+    time.sleep(1.5)
+    assert not [p for p in seen if _alive(p)], "actors outlived a kill -9 of the trainer"
+    from mle_rl.checkpoint import Checkpointer
+    saved = Checkpointer(wd / "checkpoints").latest_step()
+    assert saved is not None and saved >= 2
+    proc = _start(["--max_steps=" + str(saved + 2), f"--workdir={wd}", "--resume"], cache)
+    out = proc.communicate(timeout=400)[0]
+    assert proc.returncode == 0, out[-3000:]
+    assert f"continuing at update {saved}" in out
+    steps = [r["step"] for r in _metrics(wd)]
+    assert steps == list(range(1, saved + 3))     # truncated at the resume point, no gaps
+
+
+def test_sigint_saves_a_checkpoint_and_exits_cleanly(tmp_path, cache):
+    wd = tmp_path / "run"
+    proc = _start(["--max_steps=50", "--checkpoint_every=1000", f"--workdir={wd}"], cache)
+    seen = _watch(proc, until=lambda: len(_metrics(wd)) >= 1)
+    proc.send_signal(signal.SIGINT)
+    out = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 0, out[-3000:]
+    assert "SIGINT" in out
+    from mle_rl.checkpoint import Checkpointer
+    last = Checkpointer(wd / "checkpoints").latest_step()
+    assert last == _metrics(wd)[-1]["step"]
+    time.sleep(1.0)
+    assert not [p for p in seen if _alive(p)]
+
+
+def test_resume_restores_state_archive_and_rng_exactly(tmp_path, cache, monkeypatch):
+    monkeypatch.setenv("MLE_RL_CACHE", str(cache))
+    from mle_rl.trainer import Trainer
+    cfg = _config(tmp_path / "run", max_steps=2)
+    a = Trainer(cfg, log=lambda *_: None)
+    # A solution in the archive (the random policy finds none itself); saved at the end.
+    a.archive.add(a.tasks[TASK], plan="p", code="print(1)", output="out", score=0.9)
+    a.run()
+    b = Trainer(_config(tmp_path / "run", max_steps=4, resume=True), log=lambda *_: None)
+    assert b.step == a.step == 2
+    jax.tree.map(lambda x, y: np.testing.assert_array_equal(np.asarray(x), np.asarray(y)),
+                 a.learner.state, b.learner.state)
+    assert b.archive.state_dict() == a.archive.state_dict()
+    assert b.rng.bit_generator.state == a.rng.bit_generator.state
+    np.testing.assert_array_equal(a.sample_key, b.sample_key)
+    assert b.counters == a.counters
+
+
+def _config(workdir, **over):
+    config.define_flags()
+    argv = ["x", *COMMON, f"--workdir={workdir}"] + [f"--{k}={v}" for k, v in over.items()]
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(argv)
+    return config.from_flags(flags.FLAGS)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (["--batch_size=6", "--minibatches=4"], "not divisible by --minibatches"),
+    (["--self_improve=1.5"], "--self_improve must be in"),
+    (["--num_processes=2"], "--coordinator_address"),
+    (["--temperature=0"], "--temperature must be > 0"),
+])
+def test_contradictory_settings_fail_with_one_line(tmp_path, bad, message):
+    with pytest.raises(config.ConfigError, match=message):
+        _config(tmp_path, **dict(a[2:].split("=", 1) for a in bad))
+
+
+def test_cli_errors_are_one_clear_line(tmp_path, cache):
+    r = subprocess.run([sys.executable, "experiments/run.py", "--no_such_flag=1",
+                        f"--workdir={tmp_path}"], cwd=ROOT, env=_env(cache), capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode != 0 and "no_such_flag" in r.stderr
+    r = subprocess.run([sys.executable, "experiments/run.py", *COMMON, "--tasks=no-such-task",
+                        f"--workdir={tmp_path}"], cwd=ROOT, env=_env(cache), capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2
+    assert r.stderr.strip().startswith("error:") and "no-such-task" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = subprocess.run([sys.executable, "experiments/run.py", *COMMON, "--max_steps=abc",
+                        f"--workdir={tmp_path}"], cwd=ROOT, env=_env(cache), capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode != 0 and "max_steps" in r.stderr
