@@ -75,6 +75,7 @@ class RunConfig:
     actors: ActorConfig
     buffer: BufferConfig
     max_steps: int = 100
+    synchronous: bool = False
     max_wall_s: Optional[float] = None
     checkpoint_every: int = 10
     keep_checkpoints: int = 3
@@ -102,6 +103,8 @@ def define_flags():
     # Run.
     d.DEFINE_string("workdir", None, "Directory for metrics, TensorBoard events and checkpoints.")
     d.DEFINE_integer("max_steps", 100, "Number of PPO updates.")
+    d.DEFINE_bool("synchronous", False, "Baseline: sample a batch, wait for all of its actions, "
+                  "update (instead of updating as soon as any batch_size actions are done).")
     d.DEFINE_float("max_wall_s", None, "Stop after this many seconds (checkpoint first).")
     d.DEFINE_integer("checkpoint_every", 10, "Save a checkpoint every K updates.")
     d.DEFINE_integer("keep_checkpoints", 3, "How many checkpoints to keep.")
@@ -233,7 +236,8 @@ def from_flags(f) -> RunConfig:
                            warm_pool=f.warm_pool),
         buffer=BufferConfig(batch_size=f.batch_size, max_staleness=f.max_staleness,
                             capacity=f.buffer_capacity),
-        max_steps=f.max_steps, max_wall_s=f.max_wall_s, checkpoint_every=f.checkpoint_every,
+        max_steps=f.max_steps, synchronous=f.synchronous, max_wall_s=f.max_wall_s,
+        checkpoint_every=f.checkpoint_every,
         keep_checkpoints=f.keep_checkpoints, resume=f.resume or f.resume_step is not None,
         resume_step=f.resume_step, seed=f.seed,
         tensorboard=f.tensorboard, mesh_shape=mesh_shape, fsdp=f.fsdp,

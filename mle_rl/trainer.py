@@ -53,8 +53,13 @@ def make_prompt_source(cfg: RunConfig, tasks: dict, archive: Archive, count_toke
 
 
 class Trainer:
-    def __init__(self, cfg: RunConfig, log=print):
+    """`work_fn` (a "module:function" run by each actor; default: the real environment)
+    and `work_kwargs` replace what actors do, for benchmarks with synthetic actions."""
+
+    def __init__(self, cfg: RunConfig, log=print, *, work_fn: Optional[str] = None,
+                 work_kwargs: Optional[dict] = None):
         self.cfg, self.log = cfg, log
+        self.work_fn, self.extra_work_kwargs = work_fn, dict(work_kwargs or {})
         self.workdir = pathlib.Path(cfg.workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.mesh = shd.make_mesh(cfg.mesh_shape)
@@ -219,6 +224,17 @@ class Trainer:
             m[f"family/{fam}"] = c / len(batch_rollouts)
         return m
 
+    def _sync_round(self, pool: ActorPool, busy: Counter):
+        """The synchronous baseline: sample a whole batch, wait for every action of it."""
+        b = self.cfg.buffer.batch_size
+        t0 = time.monotonic()
+        for i in range(0, b, self.cfg.sampling.sample_batch):
+            self._sample(pool, min(self.cfg.sampling.sample_batch, b - i))
+        busy["sampler"] += time.monotonic() - t0
+        while pool.in_flight() and self._stop is None:
+            for done in pool.poll(timeout=0.2):
+                self._collect(done)
+
     # ------------------------------------------------------------------ main loop
     def _on_signal(self, signum, frame):
         if self._stop is not None:                      # second signal: stop right away
@@ -237,20 +253,25 @@ class Trainer:
         progress = metrics_log.Progress(cfg.max_steps, start_step=self.step)
         busy = Counter()
         t_start = time.monotonic()
+        work.update(self.extra_work_kwargs)
+        pool_kw = {"work_fn": self.work_fn} if self.work_fn else {}
         pool = ActorPool(cfg.actors.num_actors, work_kwargs=work,
-                         action_timeout_s=lambda r: timeouts[r.task_id])
+                         action_timeout_s=lambda r: timeouts[r.task_id], **pool_kw)
         try:
             while self.step < cfg.max_steps and self._stop is None:
                 if cfg.max_wall_s and time.monotonic() - t_start > cfg.max_wall_s:
                     self._stop = "max_wall_s"
                     break
-                room = cfg.actors.max_in_flight - pool.in_flight()
-                if room > 0:
-                    t0 = time.monotonic()
-                    self._sample(pool, min(room, cfg.sampling.sample_batch))
-                    busy["sampler"] += time.monotonic() - t0
-                for done in pool.poll(timeout=0.0 if room > 0 else 0.2):
-                    self._collect(done)
+                if cfg.synchronous:
+                    self._sync_round(pool, busy)
+                else:
+                    room = cfg.actors.max_in_flight - pool.in_flight()
+                    if room > 0:
+                        t0 = time.monotonic()
+                        self._sample(pool, min(room, cfg.sampling.sample_batch))
+                        busy["sampler"] += time.monotonic() - t0
+                    for done in pool.poll(timeout=0.0 if room > 0 else 0.2):
+                        self._collect(done)
                 if self.buffer.ready(cfg.buffer.batch_size, self.step):
                     m = self._update(t_start, busy)
                     self.metrics.log(self.step, m)
