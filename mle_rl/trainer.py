@@ -23,8 +23,10 @@ from typing import Optional
 
 import jax
 import numpy as np
+from flax import nnx
 
 from mle_rl import buffer as rbuf
+from mle_rl import distributed
 from mle_rl import checkpoint as ckpt
 from mle_rl import metrics_log, policy_io, sampling
 from mle_rl.actors import ActionDone, ActionRequest, ActorPool
@@ -79,6 +81,10 @@ class Trainer:
         self.pad_id = policy_io.pad_id(self.tokenizer)
         self.learner = Learner(model, cfg.ppo, mesh=self.mesh, fsdp=cfg.fsdp, seed=cfg.seed)
         del model
+        # Each host samples for its own actors on its own devices (no cross-host lockstep).
+        self.sample_mesh = distributed.host_local_mesh(
+            model=min(self.mesh.shape[shd.MODEL], jax.local_device_count()))
+        self._refresh_sampler()
         self.archive = Archive(cfg.env.archive_size)
         count = lambda s: len(policy_io.encode_prompt(self.tokenizer, s))  # noqa: E731
         self.source = make_prompt_source(cfg, self.tasks, self.archive, count, self.policy_dir)
@@ -134,6 +140,7 @@ class Trainer:
                               directory=self.workdir / "checkpoints", step=latest,
                               keys=("model.*", "env.tasks", "ppo.critic"))
         self.learner.state = state
+        self._refresh_sampler()
         self.archive.load_state_dict(extra["archive"])
         self.counters = Counter(extra["counters"])
         self.best = dict(extra["best"])
@@ -144,6 +151,12 @@ class Trainer:
         self.log(f"[resume] continuing at update {self.step} from {self.workdir}")
 
     # ------------------------------------------------------------------ acting
+    def _refresh_sampler(self):
+        """The sampler's copy of the current policy on `sample_mesh` (an all-gather when the
+        learner's mesh spans hosts: call it right after each update, on every host)."""
+        params = distributed.to_host_local(self.learner.state.policy, self.sample_mesh)
+        self.sampler_policy = nnx.merge(self.learner.policy_graph, params)
+
     def _sample(self, pool: ActorPool, n: int):
         """Sample `n` responses with the current policy and submit them as actions."""
         prompts = [self.source.sample(self.rng) for _ in range(n)]
@@ -151,9 +164,9 @@ class Trainer:
         key, sub = jax.random.split(jax.random.wrap_key_data(self.sample_key))
         self.sample_key = jax.random.key_data(key)
         out = sampling.generate(
-            self.learner.policy(), ids, max_new_tokens=self.cfg.sampling.max_new_tokens,
+            self.sampler_policy, ids, max_new_tokens=self.cfg.sampling.max_new_tokens,
             rng=sub, temperature=self.cfg.sampling.temperature, top_p=self.cfg.sampling.top_p,
-            eos_ids=self.eos_ids, pad_id=self.pad_id, mesh=self.mesh)
+            eos_ids=self.eos_ids, pad_id=self.pad_id, mesh=self.sample_mesh)
         version = self.step
         for i, (p, prompt_ids) in enumerate(zip(prompts, ids)):
             n_tok = int(out.lengths[i])
@@ -198,6 +211,7 @@ class Trainer:
                              self.cfg.sampling.max_new_tokens, self.pad_id)
         t0 = time.monotonic()
         m = self.learner.update(batch)
+        self._refresh_sampler()
         busy["learner"] += time.monotonic() - t0
         ok = [x for x in batch_rollouts if x.status == "ok"]
         wall = time.monotonic() - t_start

@@ -32,6 +32,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from mle_rl import distributed
 from mle_rl.models import sharding as shd
 from mle_rl.models.qwen2 import Qwen2
 from mle_rl.models.value_head import Critic, ValueHead
@@ -128,7 +129,19 @@ class Learner:
         # Every leaf its own buffer: the critic's trunk and the reference start as the
         # policy's arrays, and a donated state must not hold one buffer twice.
         self.state = jax.tree.map(jnp.copy, state)
-        self._update = jax.jit(functools.partial(_ppo_update, self), donate_argnums=(0,))
+        if mesh is not None:
+            # step, rng and the Adam counts are made uncommitted; the first update returns
+            # them on the mesh, so without this the second update would recompile.
+            self.state = jax.tree.map(
+                lambda x: x if isinstance(x.sharding, jax.sharding.NamedSharding)
+                else jax.device_put(x, shd.replicated(mesh)), self.state)
+        # Outputs keep the inputs' shardings; left to XLA, some come back laid out differently
+        # (e.g. FSDP norms on `data`) and the next update recompiles.
+        out_shardings = None
+        if mesh is not None:
+            out_shardings = (jax.tree.map(lambda x: x.sharding, self.state), shd.replicated(mesh))
+        self._update = jax.jit(functools.partial(_ppo_update, self), donate_argnums=(0,),
+                               out_shardings=out_shardings)
 
     # Static identity for jit: the learner's graphs and config never change.
     def __hash__(self):
@@ -143,20 +156,21 @@ class Learner:
         return nnx.merge(self.policy_graph, state.policy)
 
     def shard_batch(self, batch: dict) -> dict:
-        out = {}
-        for k in BATCH_KEYS:
-            x = np.asarray(batch[k])
-            out[k] = (jax.device_put(x, shd.batch_sharding(self.mesh, x.ndim)) if self.mesh
-                      else jnp.asarray(x))
-        return out
+        """Host arrays -> device arrays, split over the mesh's `data` axis. With several
+        processes, `batch` holds this process's rows and the result is the global batch."""
+        if self.mesh is not None:
+            return distributed.global_batch(batch, self.mesh, BATCH_KEYS)
+        return {k: jnp.asarray(np.asarray(batch[k])) for k in BATCH_KEYS}
 
     def update(self, batch: dict) -> dict:
-        """One PPO update on `batch`; returns host-side float metrics."""
-        b = np.asarray(batch["tokens"]).shape[0]
+        """One PPO update on `batch` (every process calls it, with its own rows); returns
+        host-side float metrics."""
+        batch = self.shard_batch(batch)
+        b = batch["tokens"].shape[0]          # global rows
         if b % self.cfg.minibatches:
             raise ValueError(f"batch size {b} is not divisible by minibatches="
                              f"{self.cfg.minibatches}.")
-        self.state, metrics = self._update(self.state, self.shard_batch(batch))
+        self.state, metrics = self._update(self.state, batch)
         return {k: float(v) for k, v in jax.device_get(metrics).items()}
 
 

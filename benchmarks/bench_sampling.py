@@ -1,0 +1,155 @@
+"""Sampling throughput: `mle_rl.sampling.generate` vs transformers `generate`, same weights.
+
+Our tiny model (`config.tiny()`, random init) is saved with `hf.save` and loaded by
+transformers in float32 (`--attn sdpa` by default, or `eager`). Both sides get the same
+random prompts (batch 16 x 32 tokens) and produce exactly 512 new tokens per row (HF:
+min_new_tokens = max_new_tokens, no EOS; ours: no eos_ids), sampling at temperature 1 with
+no top-k / top-p (HF: top_k=0 and top_p=1 explicitly, or transformers applies its default
+top_k=50; this leaves HF with no logits processor at all), and greedy with `--greedy`.
+Each side runs once to warm up (compile, allocator), then the median of `--repeats` timed
+calls is taken. Generated tokens/s =
+batch * new tokens / median seconds of one whole generate call (prefill included).
+
+    python benchmarks/bench_sampling.py            # batch 16, 32-token prompts, 512 new
+    python benchmarks/bench_sampling.py --quick    # batch 4, 64 new tokens (smoke test)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+
+import common
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--prompt-len", type=int, default=32)
+    ap.add_argument("--new-tokens", type=int, default=512)
+    ap.add_argument("--repeats", type=int, default=3, help="timed runs per side (median)")
+    ap.add_argument("--attn", choices=("sdpa", "eager"), default="sdpa",
+                    help="transformers attention implementation")
+    ap.add_argument("--greedy", action="store_true", help="also compare greedy decoding")
+    ap.add_argument("--split", action="store_true",
+                    help="also time our prefill and decode loop separately")
+    ap.add_argument("--cores", type=int, default=None,
+                    help="pin the process (both sides) to this many cores; default: all")
+    ap.add_argument("--quick", action="store_true", help="batch 4, 64 new tokens, 2 repeats")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.batch, args.new_tokens, args.repeats = 4, 64, 2
+    for name in ("batch", "prompt_len", "new_tokens", "repeats"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be >= 1.")
+    return args
+
+
+def bench_ours(model, prompts, new_tokens, temperature, repeats):
+    from mle_rl import sampling
+
+    def run():
+        out = sampling.generate(model, prompts, max_new_tokens=new_tokens, rng=0,
+                                temperature=temperature)
+        return out
+
+    t = time.perf_counter()
+    out = run()  # warm-up: traces and compiles prefill + decode
+    print(f"    ours: warm-up (compile) {time.perf_counter() - t:.2f} s", flush=True)
+    if not (out.lengths == new_tokens).all():
+        raise RuntimeError(f"ours: expected {new_tokens} tokens per row, got {out.lengths}.")
+    return common.median(common.time_runs(run, repeats, warmup=0, label="ours"))
+
+
+def bench_hf(ref, prompts, new_tokens, temperature, repeats):
+    import torch
+    import transformers
+
+    ids = torch.tensor(prompts, dtype=torch.long)
+    gen_cfg = transformers.GenerationConfig(
+        do_sample=temperature > 0, temperature=temperature if temperature > 0 else None,
+        top_k=0, top_p=1.0, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+        eos_token_id=None, pad_token_id=0, use_cache=True)
+
+    def run():
+        with torch.inference_mode():
+            return ref.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
+                                generation_config=gen_cfg)
+
+    torch.manual_seed(0)
+    t = time.perf_counter()
+    out = run()  # warm-up
+    print(f"    transformers: warm-up {time.perf_counter() - t:.2f} s", flush=True)
+    if out.shape != (ids.shape[0], ids.shape[1] + new_tokens):
+        raise RuntimeError(f"transformers: expected {new_tokens} new tokens, got shape "
+                           f"{tuple(out.shape)}.")
+    return common.median(common.time_runs(run, repeats, warmup=0, label="transformers"))
+
+
+def bench_split(model, prompts, new_tokens, repeats):
+    """Our prefill alone and prefill+decode, so decode time = difference."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from flax import nnx
+    from mle_rl import sampling
+
+    graphdef, state = nnx.split(model)
+    tokens = jnp.asarray(np.asarray(prompts, np.int32))
+    mask = jnp.ones_like(tokens)
+    g = sampling.bucket(new_tokens, sampling.MIN_GEN_BUCKET)
+
+    def prefill():
+        return jax.block_until_ready(sampling._prefill(graphdef, state, tokens, mask, gen_len=g,
+                                                       cache_sharding=None))
+    return common.median(common.time_runs(prefill, repeats))
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    threads = common.setup_threads(args.cores)
+    import numpy as np
+    from mle_rl.models import config, qwen2
+
+    cfg = config.tiny()
+    model = qwen2.init_model(cfg, seed=0)
+    with tempfile.TemporaryDirectory(prefix="bench_sampling_") as d:
+        ref = common.hf_reference(model, d, args.attn)
+    prompts = np.random.default_rng(0).integers(
+        1, cfg.vocab_size, (args.batch, args.prompt_len)).tolist()
+
+    print("== sampling benchmark: mle_rl.sampling.generate vs transformers generate ==")
+    print(common.machine_report())
+    print(common.thread_report())
+    print(f"model: tiny ({cfg.num_params / 1e6:.1f}M params, vocab {cfg.vocab_size}), float32; "
+          f"HF attention: {args.attn}")
+    print(f"batch {args.batch} x prompt {args.prompt_len} tokens, {args.new_tokens} new tokens, "
+          f"median of {args.repeats} after 1 warm-up, {threads} threads per side\n")
+
+    modes = [("sample T=1", 1.0)] + ([("greedy", 0.0)] if args.greedy else [])
+    n_tok = args.batch * args.new_tokens
+    rows = []
+    for name, temp in modes:
+        t_hf = bench_hf(ref, prompts, args.new_tokens, temp, args.repeats)
+        t_ours = bench_ours(model, prompts, args.new_tokens, temp, args.repeats)
+        rows.append((name, n_tok / t_ours, n_tok / t_hf, t_hf / t_ours))
+        print(f"  [{name}] ours {t_ours:.3f} s, transformers {t_hf:.3f} s", flush=True)
+
+    print(f"\n{'mode':<12}{'ours tok/s':>12}{'HF tok/s':>12}{'ratio':>8}")
+    for name, ours, theirs, ratio in rows:
+        print(f"{name:<12}{ours:>12.0f}{theirs:>12.0f}{ratio:>7.2f}x")
+    print(f"\nratio (sample T=1, ours / transformers): {rows[0][3]:.2f}x  (target >= 2.0x)")
+
+    if args.split:
+        t_pre = bench_split(model, prompts, args.new_tokens, args.repeats)
+        t_all = args.batch * args.new_tokens / rows[0][1]
+        steps = args.new_tokens
+        print(f"ours split: prefill {1000 * t_pre:.1f} ms; decode loop "
+              f"{1000 * (t_all - t_pre):.0f} ms = {1000 * (t_all - t_pre) / steps:.2f} ms/step")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""Shared helpers of the model benchmarks: thread settings, timing, the machine's matmul peak.
+
+Both sides of a comparison run in one process on the same cores: `setup_threads()` sets
+torch's intra-op pool to the number of cores this process may use (XLA:CPU uses all of
+them by default); with `cores=n` it first pins the whole process, every thread of both
+libraries, to n cores.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable
+
+# Run from a fresh checkout (`python benchmarks/bench_x.py`) without installing the package.
+_ROOT = str(pathlib.Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def setup_threads(cores: int | None = None) -> int:
+    """Give torch as many intra-op threads as XLA:CPU uses. Returns that number.
+
+    cores=None uses every core this process may run on; cores=n first pins the process to
+    the first n of them (call it before jax or torch start their thread pools: threads
+    inherit the affinity), so both sides run on the same n cores."""
+    if cores is not None:
+        allowed = sorted(os.sched_getaffinity(0))
+        if not 1 <= cores <= len(allowed):
+            raise SystemExit(f"--cores must be between 1 and {len(allowed)}, got {cores}.")
+        os.sched_setaffinity(0, allowed[:cores])
+    import torch
+    n = available_cores()
+    torch.set_num_threads(n)
+    return n
+
+
+def thread_report() -> str:
+    import jax
+    import torch
+    return (f"cores={sorted(os.sched_getaffinity(0))}  torch.get_num_threads()={torch.get_num_threads()}"
+            f"  torch.get_num_interop_threads()={torch.get_num_interop_threads()}\n"
+            f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}  jax devices={jax.devices()}")
+
+
+def machine_report() -> str:
+    import jax
+    import torch
+    try:
+        load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        load = "uptime unavailable"
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return (f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  cpu: {cpu}\n"
+            f"load: {load}\njax {jax.__version__}  torch {torch.__version__}")
+
+
+def time_runs(fn: Callable[[], object], repeats: int, warmup: int = 1,
+              label: str | None = None) -> list[float]:
+    """Wall-clock seconds of `repeats` calls of fn() after `warmup` untimed calls; with
+    `label`, prints one progress line per call.
+
+    fn must block until its result is ready (call `jax.block_until_ready` inside)."""
+    for i in range(warmup):
+        t = time.perf_counter()
+        fn()
+        if label:
+            print(f"    {label}: warm-up {i + 1} {time.perf_counter() - t:.2f} s", flush=True)
+    times = []
+    for i in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+        if label:
+            print(f"    {label}: run {i + 1}/{repeats} {times[-1]:.2f} s", flush=True)
+    return times
+
+
+def median(xs):
+    return statistics.median(xs)
+
+
+def matmul_peak_gflops(n: int = 2048, repeats: int = 5) -> dict:
+    """Measured float32 matmul throughput (GFLOP/s) of an [n, n] @ [n, n] product in JAX and
+    in torch (median of `repeats` after a warm-up), and the better of the two as `peak`."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import torch
+
+    flops = 2.0 * n ** 3
+    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    b = np.random.default_rng(1).standard_normal((n, n), dtype=np.float32)
+    ja, jb = jnp.asarray(a), jnp.asarray(b)
+    mm = jax.jit(jnp.matmul)
+    t_jax = median(time_runs(lambda: mm(ja, jb).block_until_ready(), repeats))
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    with torch.no_grad():
+        t_torch = median(time_runs(lambda: torch.matmul(ta, tb), repeats))
+    out = {"jax": flops / t_jax / 1e9, "torch": flops / t_torch / 1e9}
+    out["peak"] = max(out.values())
+    return out
+
+
+def hf_reference(model, directory: str, attn: str):
+    """Save our NNX `model` as an HF dir and load it in transformers, float32, `attn`
+    attention ('sdpa' or 'eager'), in eval mode."""
+    import torch
+    import transformers
+    from mle_rl.models import hf
+
+    hf.save(model, directory)
+    ref = transformers.AutoModelForCausalLM.from_pretrained(
+        directory, dtype=torch.float32, attn_implementation=attn)
+    return ref.eval()
