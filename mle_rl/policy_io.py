@@ -61,7 +61,7 @@ def encode_prompt(tokenizer, text: str) -> list:
     if getattr(tokenizer, "chat_template", None):
         ids = tokenizer.apply_chat_template([{"role": "user", "content": text}],
                                             add_generation_prompt=True, tokenize=True)
-        if isinstance(ids, dict):
+        if hasattr(ids, "keys"):          # transformers 5 returns a BatchEncoding
             ids = ids["input_ids"]
         return list(ids)
     return list(tokenizer.encode(text, add_special_tokens=False))

@@ -4,8 +4,10 @@ Prompts (ragged lists of token ids) are left-padded to a power-of-two bucket, th
 padded to a power of two (and a multiple of the mesh's data axis) and the generation length
 is bucketed too, so repeated calls with similar shapes reuse the compiled functions. Weights
 are arguments of the jitted functions (never closed over); the cache made by prefill is
-donated to the decode loop, which runs as one `lax.while_loop` and stops early when every row
-has produced an EOS id.
+donated to the decode loop, a `lax.while_loop` that stops early when every row has produced
+an EOS id. Decoding runs in phases whose cache grows (prompt + 64 generation slots, then
+128, 256, ...), so a step attends over about the filled part of the cache: at most
+log2(G / 64) + 1 decode compilations per prompt bucket, each reused by later calls.
 
 Sampling draws one uniform per row against the cumulative probabilities (inverse CDF), which
 is cheaper on CPU than one Gumbel draw per vocabulary entry. Top-p sorts only when
@@ -28,6 +30,7 @@ from mle_rl.models import sharding as shd
 
 MIN_PROMPT_BUCKET = 16
 MIN_GEN_BUCKET = 16
+FIRST_WINDOW = 64     # generation slots of the first decode phase (doubles each phase)
 
 # Number of times each jitted function was traced (== compiled) in this process.
 TRACE_COUNTS = {"prefill": 0, "decode": 0}
@@ -102,23 +105,20 @@ def _sample_token(logits, key, temperature, top_p, *, greedy: bool, use_top_p: b
     return tok, jnp.take_along_axis(logp, tok[:, None], axis=-1)[:, 0]
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "gen_len", "greedy", "use_top_p",
-                                             "cache_sharding"), donate_argnames=("cache",))
-def _decode(graphdef, state, logits, cache, key_valid, prompt_lens, done, max_new, rng,
-            temperature, top_p, eos_ids, pad_id, *, gen_len, greedy, use_top_p, cache_sharding):
-    """The decode loop. Returns (tokens [B, G], logprobs [B, G], mask [B, G], cache)."""
+@functools.partial(jax.jit, static_argnames=("graphdef", "prompt_bucket", "greedy", "use_top_p",
+                                             "cache_sharding"),
+                   donate_argnames=("cache", "out_tok", "out_lp", "out_mask"))
+def _decode(graphdef, state, logits, cache, key_valid, prompt_lens, done, start, stop, rng,
+            temperature, top_p, eos_ids, pad_id, out_tok, out_lp, out_mask, *, prompt_bucket,
+            greedy, use_top_p, cache_sharding):
+    """Decode steps i in [start, stop) (stopping early once every row is done) with a cache
+    of `key_valid.shape[1]` slots. The cache and the outputs are donated and returned, so
+    they are updated in place instead of copied into the loop."""
     TRACE_COUNTS["decode"] += 1
     model = nnx.merge(graphdef, state)
-    b, s = key_valid.shape
-    prompt_bucket = s - gen_len
-
-    out_tok = jnp.full((b, gen_len), pad_id, jnp.int32)
-    out_lp = jnp.zeros((b, gen_len), jnp.float32)
-    out_mask = jnp.zeros((b, gen_len), bool)
 
     def cond(carry):
-        i, _, _, _, done, *_ = carry
-        return (i < max_new) & ~jnp.all(done)
+        return (carry[0] < stop) & ~jnp.all(carry[4])
 
     def body(carry):
         i, logits, cache, key_valid, done, rng, out_tok, out_lp, out_mask = carry
@@ -138,11 +138,15 @@ def _decode(graphdef, state, logits, cache, key_valid, prompt_lens, done, max_ne
         logits = model.logits_from_hidden(h[:, 0])
         return i + 1, logits, cache, key_valid, done, rng, out_tok, out_lp, out_mask
 
-    carry = (jnp.int32(0), logits, cache, key_valid, done, rng, out_tok, out_lp, out_mask)
-    carry = jax.lax.while_loop(cond, body, carry)
-    # The cache is returned (and dropped by the caller) so its donated buffer is aliased
-    # and updated in place instead of copied into the loop.
-    return carry[6], carry[7], carry[8], carry[2]
+    carry = (start, logits, cache, key_valid, done, rng, out_tok, out_lp, out_mask)
+    return jax.lax.while_loop(cond, body, carry)[1:]
+
+
+@functools.partial(jax.jit, static_argnames=("extra", "cache_sharding"))
+def _grow(cache, key_valid, *, extra, cache_sharding):
+    """Append `extra` empty slots to every layer's cache and to `key_valid`."""
+    cache = jax.tree.map(lambda x: jnp.pad(x, ((0, 0), (0, 0), (0, extra), (0, 0))), cache)
+    return _constrain_cache(cache, cache_sharding), jnp.pad(key_valid, ((0, 0), (0, extra)))
 
 
 def generate(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, rng,
@@ -185,14 +189,30 @@ def generate(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, rn
     cache_sh = _cache_sharding(mesh, cfg.num_kv_heads)
     put = (lambda x: jax.device_put(x, shd.batch_sharding(mesh, x.ndim))) if mesh else jnp.asarray
     tokens, mask, prompt_lens, done = map(put, (tokens, mask, prompt_lens, done))
-    logits, cache, key_valid = _prefill(graphdef, state, tokens, mask, gen_len=g,
+    # Decode in phases whose cache grows (prompt + 64, + 128, ... slots): each step attends
+    # over about the filled part of the cache, not over all prompt + generation slots.
+    window = min(FIRST_WINDOW, g)
+    logits, cache, key_valid = _prefill(graphdef, state, tokens, mask, gen_len=window,
                                         cache_sharding=cache_sh)
     greedy = temperature == 0
     eos = jnp.asarray(list(eos_ids) or [-1], jnp.int32)
-    out_tok, out_lp, out_mask, _ = _decode(
-        graphdef, state, logits, cache, key_valid, prompt_lens, done, jnp.int32(max_new_tokens),
-        rng, jnp.float32(max(temperature, 1e-6)), jnp.float32(top_p), eos, jnp.int32(pad_id),
-        gen_len=g, greedy=greedy, use_top_p=(not greedy and top_p < 1.0), cache_sharding=cache_sh)
+    out_tok, out_lp, out_mask = map(put, (np.full((b, g), pad_id, np.int32),
+                                          np.zeros((b, g), np.float32), np.zeros((b, g), bool)))
+    start = 0
+    while True:
+        stop = min(window, max_new_tokens)
+        logits, cache, key_valid, done, rng, out_tok, out_lp, out_mask = _decode(
+            graphdef, state, logits, cache, key_valid, prompt_lens, done, jnp.int32(start),
+            jnp.int32(stop), rng, jnp.float32(max(temperature, 1e-6)), jnp.float32(top_p), eos,
+            jnp.int32(pad_id), out_tok, out_lp, out_mask, prompt_bucket=p, greedy=greedy,
+            use_top_p=(not greedy and top_p < 1.0), cache_sharding=cache_sh)
+        if stop >= max_new_tokens or bool(jax.device_get(jnp.all(done))):
+            break
+        start, new_window = stop, min(2 * window, g)
+        cache, key_valid = _grow(cache, key_valid, extra=new_window - window,
+                                 cache_sharding=cache_sh)
+        window = new_window
+    del cache
     out_tok, out_lp, out_mask = jax.device_get((out_tok, out_lp, out_mask))
     out_tok = np.asarray(out_tok)[:n, :max_new_tokens]
     out_lp = np.asarray(out_lp)[:n, :max_new_tokens]

@@ -38,10 +38,11 @@ def uncached_argmax_path(model, prompt, generated):
     return np.asarray(jnp.argmax(logits, axis=-1)).tolist()
 
 
-def test_greedy_equals_uncached_argmax(model):
-    out = sampling.generate(model, PROMPTS, max_new_tokens=12, rng=0, temperature=0.0)
-    assert out.tokens.shape == (len(PROMPTS), 12)
-    assert (out.lengths == 12).all() and out.mask.all()
+@pytest.mark.parametrize("n_new", [12, 80])     # 80 crosses a cache-growth phase (64)
+def test_greedy_equals_uncached_argmax(model, n_new):
+    out = sampling.generate(model, PROMPTS, max_new_tokens=n_new, rng=0, temperature=0.0)
+    assert out.tokens.shape == (len(PROMPTS), n_new)
+    assert (out.lengths == n_new).all() and out.mask.all()
     for i, prompt in enumerate(PROMPTS):
         assert out.tokens[i].tolist() == uncached_argmax_path(model, prompt, out.tokens[i])
     # Paths are not trivially constant, so the check has teeth.

@@ -1,0 +1,409 @@
+"""Markdown tables for the reproduction scripts in launch/ (table1, ablations, cpu_demo).
+
+    python experiments/report.py check     --out_dir=D --mlebench_dir=M --base_ckpt=C [--tasks=...]
+    python experiments/report.py table1    --out_dir=D [--out=D/table1.md]
+    python experiments/report.py ablations --out_dir=D [--out=D/ablations.md]
+    python experiments/report.py cpu_demo  --out_dir=D [--out=experiments/results/cpu_demo.md]
+
+`check` decides which paper tasks can run: it writes D/table1_status.json, prints for each
+missing task what is missing and how to prepare it (on stderr), and the ids that can run
+(one per line, on stdout). The other commands only read what the runs wrote:
+WORKDIR/{metrics.jsonl, summary.json, reward_curve.png} from experiments/run.py and
+PREFIX.json from experiments/evaluate.py; a number that is not on disk is never shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import pathlib
+import re
+import sys
+from typing import Optional
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PAPER_DIR = ROOT / "experiments" / "paper"
+# Ablation (launch/ablations.sh switches the idea off) -> the paper's change in score (%).
+ABLATIONS = {"full": None, "no_duration_weights": -3.85, "no_instrumentation": -22.06,
+             "no_self_improve": -8.0}
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+# The paper's best-of-128 after RL (DESIGN.md); the tasks with a flagfile in experiments/paper/.
+PAPER = {
+    "detecting-insults-in-social-commentary": 0.895,
+    "random-acts-of-pizza": 0.663,
+    "tweet-sentiment-extraction": 0.596,
+    "tabular-playground-series-may-2022": 0.913,
+    "leaf-classification": 0.124,
+    "nomad2018-predict-transparent-conductors": 0.059,
+    "spooky-author-identification": 0.404,
+    "lmsys-chatbot-arena": 1.081,
+}
+
+
+def paper_tasks(paper_dir=PAPER_DIR) -> dict:
+    """{task id: paper score} for the tasks that have a flagfile in `paper_dir`."""
+    have = {f.stem for f in pathlib.Path(paper_dir).glob("*.flags")}
+    return {t: PAPER.get(t) for t in sorted(have)}
+
+
+def _json(path) -> Optional[dict]:
+    path = pathlib.Path(path)
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None
+
+
+def _metrics(workdir) -> list:
+    f = pathlib.Path(workdir) / "metrics.jsonl"
+    if not f.is_file():
+        return []
+    rows = []
+    for line in f.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass                      # a line cut by a kill; the rest is still good
+    return rows
+
+
+def _eval(prefix, task_id) -> Optional[dict]:
+    """The evaluate.py record of one task, or None when the evaluation did not run."""
+    data = _json(f"{prefix}.json")
+    return None if data is None else data.get(task_id)
+
+
+def _fmt(x, digits=4) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def _arrow(lower_better) -> str:
+    return "" if lower_better is None else ("↓" if lower_better else "↑")
+
+
+def _best_cell(ev: Optional[dict]) -> str:
+    if ev is None:
+        return "not evaluated"
+    if ev.get("best") is None:
+        return f"no valid submission ({ev['valid']}/{ev['n']} valid)"
+    return f"{ev['best']:.4f}"
+
+
+def _rel(path, md_path) -> str:
+    return os.path.relpath(path, pathlib.Path(md_path).parent)
+
+
+def _write(md: str, out) -> None:
+    out = pathlib.Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(md)
+    print(md)
+
+
+# ----------------------------------------------------------------------------- check
+
+
+def missing_for(task_id: str, mlebench_dir: str, base_ckpt: str) -> list:
+    """[(kind, what is missing, command that prepares it, note)] for one paper task; [] when
+    it can run. kind: "weights" | "data" | "answers"."""
+    from mle_rl.env import mlebench
+    out = []
+    ckpt = pathlib.Path(base_ckpt)
+    has_weights = ckpt.is_dir() and (any(ckpt.glob("*.safetensors"))
+                                     or (ckpt / "model.safetensors.index.json").is_file())
+    has_tok = (ckpt / "tokenizer.json").is_file() or (ckpt / "tokenizer_config.json").is_file()
+    if not ((ckpt / "config.json").is_file() and has_weights and has_tok):
+        out.append(("weights", f"base checkpoint {ckpt} (config.json, *.safetensors, tokenizer)",
+                    f"huggingface-cli download Qwen/Qwen2.5-3B-Instruct --local-dir {ckpt}",
+                    "on a machine with internet, then copy the directory here; "
+                    "BUILD.md, Model checkpoints"))
+    prepare = (f"mlebench prepare -c {task_id} --data-dir {mlebench_dir}",
+               "needs Kaggle credentials; BUILD.md, MLE-bench data")
+    root = mlebench.prepared_root(mlebench_dir, task_id)
+    if root is None:
+        out.append(("data", f"MLE-bench data {pathlib.Path(mlebench_dir) / task_id}/prepared/"
+                    f"{{public,private}}", *prepare))
+    elif not any((root / "private" / a).is_file() for a in mlebench.SPECS[task_id].answers_files):
+        out.append(("answers", f"answers ({', '.join(mlebench.SPECS[task_id].answers_files)}) in "
+                    f"{root / 'private'}", *prepare))
+    return out
+
+
+def cmd_check(a) -> int:
+    paper = paper_tasks(a.paper_dir)
+    ids = a.tasks.split(",") if a.tasks else list(paper)
+    unknown = [t for t in ids if t not in paper]
+    if unknown:
+        print(f"error: no paper flagfile for {', '.join(unknown)} in {a.paper_dir}; "
+              f"known: {', '.join(paper)}.", file=sys.stderr)
+        return 2
+    status, told = {}, set()
+    for t in ids:
+        miss = missing_for(t, a.mlebench_dir, a.base_ckpt)
+        status[t] = {"paper": paper[t],
+                     "missing": [{"kind": k, "what": w, "how": h, "note": n}
+                                 for k, w, h, n in miss]}
+        if not miss:
+            print(t)
+        for _, w, h, n in miss:
+            print(f"[table1] skip {t}: missing {w}" if w not in told else
+                  f"[table1] skip {t}: missing {w} (see above)", file=sys.stderr)
+            if w not in told:
+                print(f"    prepare: {h}    ({n})", file=sys.stderr)
+            told.add(w)
+    out = pathlib.Path(a.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "table1_status.json").write_text(json.dumps(
+        {"mlebench_dir": a.mlebench_dir, "base_ckpt": a.base_ckpt, "tasks": status}, indent=2))
+    return 0
+
+
+# ----------------------------------------------------------------------------- table 1
+
+
+def table1(out_dir) -> str:
+    """Paper vs ours for every task checked by `check`, with the reason a task did not run."""
+    from mle_rl.env import mlebench
+    out_dir = pathlib.Path(out_dir)
+    status = _json(out_dir / "table1_status.json")
+    if status is None:
+        raise FileNotFoundError(f"{out_dir / 'table1_status.json'} is missing; run "
+                                f"`report.py check` (launch/table1.sh does) first.")
+    lines = ["# RL for MLE agents: Table 1, paper vs ours", "",
+             f"Data: `{status['mlebench_dir']}`; base checkpoint: `{status['base_ckpt']}`. "
+             "Paper: best of 128 after RL (Qwen2.5-3B, 1-3 days per task on 8×A100). Ours: "
+             "best of N after RL with our budget, both modes (solve, improve the best).", "",
+             "| task | metric | paper | ours | valid | best mode | RL updates | status |",
+             "|---|---|---|---|---|---|---|---|"]
+    missing = []
+    for t, st in status["tasks"].items():
+        spec = mlebench.SPECS.get(t)
+        metric = f"{spec.metric} {_arrow(spec.is_lower_better)}" if spec else "?"
+        paper = _fmt(st["paper"], 3)
+        if st["missing"]:
+            kinds = ", ".join(m["kind"] for m in st["missing"])
+            lines.append(f"| {t} | {metric} | {paper} | not run | — | — | — | missing: {kinds} |")
+            missing.extend(m for m in st["missing"] if m not in missing)
+            continue
+        d = out_dir / t
+        summ = _json(d / "run" / "summary.json")
+        outcome = (d / "outcome.txt").read_text().strip() if (d / "outcome.txt").is_file() \
+            else "not run"
+        ev = _eval(d / "eval", t) if outcome == "ok" else None    # never a stale number
+        n = ev["n"] if ev else None
+        valid = f"{ev['valid']}/{n}" if ev else "—"
+        mode = (ev.get("best_mode") or "—") if ev else "—"
+        ups = f"{summ['updates']} ({summ['wall_s']} s)" if summ else "—"
+        lines.append(f"| {t} | {metric} | {paper} | {_best_cell(ev)} | {valid} | {mode} | "
+                     f"{ups} | {outcome} |")
+    if missing:
+        lines += ["", "## Missing: prepare these, then run launch/table1.sh again", ""]
+        lines += [f"* {m['what']}: `{m['how']}` ({m['note']})" for m in missing]
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- ablations
+
+
+def _mean_std(xs: list) -> str:
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "—"
+    m = sum(xs) / len(xs)
+    if len(xs) == 1:
+        return f"{m:.4f}"
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+    return f"{m:.4f} ± {sd:.4f}"
+
+
+def _tail_mean(rows: list, key: str, frac: float = 0.25) -> Optional[float]:
+    vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+    if not vals:
+        return None
+    k = max(1, int(len(vals) * frac))
+    return sum(vals[-k:]) / k
+
+
+def ablation_rows(out_dir) -> tuple:
+    """-> (task id, metric, lower_better, {variant: {seed: record}}) from OUT/<variant>/seed<k>/."""
+    out_dir = pathlib.Path(out_dir)
+    meta = _json(out_dir / "ablations.json") or {}
+    task = meta.get("task")
+    runs, metric, lower = {}, None, None
+    for v in [v for v in ABLATIONS if (out_dir / v).is_dir()]:
+        for sd in sorted((out_dir / v).glob("seed*")):
+            ev = _eval(sd / "eval", task)
+            if ev is not None:
+                metric, lower = ev["metric"], ev["is_lower_better"]
+            rows = _metrics(sd / "run")
+            runs.setdefault(v, {})[sd.name] = {
+                "eval": ev, "summary": _json(sd / "run" / "summary.json"),
+                "reward_tail": _tail_mean(rows, "reward_mean"),
+                "duration_tail": _tail_mean(rows, "duration_mean_s"),
+                "families": _family_totals(sd / "run")}
+    return task, metric, lower, runs
+
+
+def ablation_table(out_dir) -> str:
+    task, metric, lower, runs = ablation_rows(out_dir)
+    lines = [f"Task `{task}`" + (f", {metric} {_arrow(lower)}" if metric else "") +
+             ". Same budget per run; mean ± std over the seeds that produced a valid submission.",
+             "", "| variant | best-of-N | seeds valid | Δ vs full | paper Δ | train reward "
+             "(last 25%) | action s (last 25%) | top family |", "|---|---|---|---|---|---|---|---|"]
+    full = [r["eval"]["best"] for r in runs.get("full", {}).values()
+            if r["eval"] and r["eval"]["best"] is not None]
+    full_mean = sum(full) / len(full) if full else None
+    for v, seeds in runs.items():
+        bests = [r["eval"]["best"] if r["eval"] else None for r in seeds.values()]
+        ok = [b for b in bests if b is not None]
+        delta = "—"
+        if v != "full" and ok and full_mean:
+            rel = (sum(ok) / len(ok) - full_mean) / abs(full_mean) * 100
+            delta = f"{(-rel if lower else rel):+.1f}%"   # + = better, whatever the direction
+        paper = ABLATIONS[v]
+        fams = {}
+        for r in seeds.values():
+            for k, c in r["families"].items():
+                fams[k] = fams.get(k, 0) + c
+        top = max(fams, key=fams.get) if fams else "—"
+        top = f"{top} {fams[top] / sum(fams.values()):.0%}" if fams else top
+        lines.append(
+            f"| {v} | {_mean_std(bests)} | {len(ok)}/{len(bests)} | {delta} | "
+            f"{'—' if paper is None else f'{paper:+.2f}%'} | "
+            f"{_mean_std([r['reward_tail'] for r in seeds.values()])} | "
+            f"{_mean_std([r['duration_tail'] for r in seeds.values()])} | {top} |")
+    if not runs:
+        lines.append("| (no runs found) | | | | | | | |")
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- families
+
+
+def _family_totals(workdir) -> dict:
+    summ = _json(pathlib.Path(workdir) / "summary.json")
+    return dict(summ.get("families", {})) if summ else {}
+
+
+def family_phases(workdir, phases: int = 3) -> tuple:
+    """-> ([phase labels], {family: [mean share per phase]}) from metrics.jsonl family/* keys."""
+    rows = _metrics(workdir)
+    if not rows:
+        return [], {}
+    k = max(1, math.ceil(len(rows) / phases))
+    chunks = [rows[i:i + k] for i in range(0, len(rows), k)]
+    fams = sorted({key[7:] for r in rows for key in r if key.startswith("family/")})
+    labels = [f"steps {c[0]['step']}-{c[-1]['step']}" for c in chunks]
+    share = {f: [sum(r.get(f"family/{f}", 0.0) for r in c) / len(c) for c in chunks]
+             for f in fams}
+    return labels, share
+
+
+def family_table(workdir) -> str:
+    labels, share = family_phases(workdir)
+    if not labels:
+        return "(no metrics)\n"
+    lines = ["| family | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    for f, xs in sorted(share.items(), key=lambda kv: -kv[1][-1]):
+        lines.append(f"| {f} | " + " | ".join(f"{x:.0%}" for x in xs) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- cpu demo
+
+
+def cpu_demo(out_dir, md_path) -> str:
+    out_dir = pathlib.Path(out_dir)
+    meta = _json(out_dir / "cpu_demo.json") or {}
+    tasks = meta.get("tasks") or sorted(p.name for p in out_dir.iterdir()
+                                        if (p / "rl").is_dir())
+    n = meta.get("n", "N")
+    lines = ["# The whole story on CPU", "",
+             f"Default policy built from nothing by the warm start, then per task RL for a fixed "
+             f"wall-clock budget ({meta.get('wall_s', '?')} s), best-of-{n} before (the SFT "
+             f"policy) and after RL, both modes. Machine: {meta.get('machine', '?')}.", "",
+             f"| task | metric | before (best-of-{n}) | after (best-of-{n}) | valid before | "
+             "valid after | RL updates | stopped by |", "|---|---|---|---|---|---|---|---|"]
+    for t in tasks:
+        d = out_dir / t
+        b, a = _eval(d / "before", t), _eval(d / "after", t)
+        ref = a or b
+        metric = f"{ref['metric']} {_arrow(ref['is_lower_better'])}" if ref else "?"
+        summ = _json(d / "rl" / "summary.json")
+        vb, va = (f"{e['valid']}/{e['n']}" if e else "—" for e in (b, a))
+        lines.append(
+            f"| {t} | {metric} | {_best_cell(b)} | {_best_cell(a)} | {vb} | {va} | "
+            f"{summ['updates'] if summ else '—'} | {summ['stopped_by'] if summ else 'not run'} |")
+    lines += ["", "## Reward curves", ""]
+    for t in tasks:
+        png = out_dir / t / "rl" / "reward_curve.png"
+        lines.append(f"![{t}]({_rel(png, md_path)})" if png.is_file() else f"* {t}: no curve")
+    lines += ["", "## Model families chosen over training",
+              "", "Share of each batch's programs by model family (from metrics.jsonl "
+              "`family/*`), averaged over the early, middle and late thirds of training. A "
+              "collapse to fast, weak models shows as `linear` (or `none`) taking over late, "
+              "with the mean action time falling.", ""]
+    for t in tasks:
+        rows = _metrics(out_dir / t / "rl")
+        k = max(1, len(rows) // 3)
+        dur = [_tail_mean(rows[:k], "duration_mean_s", 1.0), _tail_mean(rows, "duration_mean_s")]
+        lines += [f"### {t}", "", family_table(out_dir / t / "rl"),
+                  f"Mean action time: first third {_fmt(dur[0], 2)} s, last quarter "
+                  f"{_fmt(dur[1], 2)} s.", ""]
+    abl = out_dir / "ablations"
+    if abl.is_dir():
+        lines += ["## Ablations", "", ablation_table(abl)]
+        for v in ABLATIONS:
+            for sd in sorted((abl / v).glob("seed*")) if (abl / v).is_dir() else []:
+                png = sd / "run" / "reward_curve.png"
+                if png.is_file():
+                    lines.append(f"* {v} {sd.name}: ![{v} {sd.name}]({_rel(png, md_path)})")
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("check")
+    c.add_argument("--mlebench_dir", required=True)
+    c.add_argument("--base_ckpt", required=True)
+    c.add_argument("--tasks", default="")
+    c.add_argument("--paper_dir", default=str(PAPER_DIR))
+    for name in ("check", "table1", "ablations", "cpu_demo"):
+        s = c if name == "check" else sub.add_parser(name)
+        s.add_argument("--out_dir", required=True)
+        s.add_argument("--out", default=None)
+    a = p.parse_args(argv)
+    if a.cmd == "check":
+        return cmd_check(a)
+    default = {"table1": "table1.md", "ablations": "ablations.md", "cpu_demo": "cpu_demo.md"}
+    out = a.out or str(pathlib.Path(a.out_dir) / default[a.cmd])
+    try:
+        if a.cmd == "table1":
+            md = table1(a.out_dir)
+        elif a.cmd == "ablations":
+            md = "# Ablations\n\n" + ablation_table(a.out_dir)
+        else:
+            md = cpu_demo(a.out_dir, out)
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    _write(md, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
