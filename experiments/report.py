@@ -73,7 +73,7 @@ def _metrics(workdir) -> list:
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError:
-            pass                      # a line cut by a kill; the rest is still good
+            continue                  # a line cut by a kill; the rest is still good
     return rows
 
 

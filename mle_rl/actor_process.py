@@ -83,6 +83,18 @@ def resolve_work_fn(path: str, what: str = "work_fn") -> Callable:
     return obj
 
 
+def _instrumenter(spec, ctx: ActorContext):
+    """'lm:<dir>' -> one frozen-LM instrumenter per actor, loaded on first use; other specs
+    pass through to the environment."""
+    if not (isinstance(spec, str) and spec.startswith("lm:")):
+        return spec
+    if "lm_instrumenter" not in ctx.cache:
+        from mle_rl.warmstart.frozen import load_lm_instrumenter
+
+        ctx.cache["lm_instrumenter"] = load_lm_instrumenter(spec[3:], log=lambda *a: None)
+    return ctx.cache["lm_instrumenter"]
+
+
 def default_work(request, ctx: ActorContext) -> ActionResult:
     """Runs `mle_rl.env.action.run_action` on the request, inside an actor.
 
@@ -115,7 +127,7 @@ def default_work(request, ctx: ActorContext) -> ActionResult:
         tasks[request.task_id],
         request.response,
         nonce=request.nonce,
-        instrumenter=kw.get("instrumenter", "ast"),
+        instrumenter=_instrumenter(kw.get("instrumenter", "ast"), ctx),
         reward_scheme=kw.get("reward_scheme", "rl4mle"),
         prev_score=request.prev_score,
         prev_code=request.prev_code,
@@ -204,7 +216,8 @@ def _die_with_parent(parent_pid: Optional[int], use_pdeathsig: bool) -> None:
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
         except (OSError, AttributeError):
-            pass  # the watcher thread below still covers it
+            # No prctl here: the watcher thread below still covers a dead parent.
+            libc = None
     if parent_pid is None:
         parent_pid = os.getppid()
     elif os.getppid() != parent_pid:  # the parent died before we got here

@@ -39,16 +39,37 @@ from mle_rl.prompt_sources import Archive, MixedSource, Prompt, TaskPromptSource
 from mle_rl.rl.learner import Learner
 
 
+class ExpertPrompts:
+    """ML-Agent's step-wise RL: prompts from states of expert trajectories (task + history
+    up to step t), drawn from the warm start's states pool."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def sample(self, rng) -> Prompt:
+        task_id, text, meta = self.source.sample(rng)
+        return Prompt(task_id, text, "expert", prev_score=meta.get("prev_score"),
+                      prev_code=meta.get("prev_code"))
+
+
 def make_prompt_source(cfg: RunConfig, tasks: dict, archive: Archive, count_tokens,
                        policy_dir: Optional[pathlib.Path]):
     own = TaskPromptSource(tasks, archive, self_improve=cfg.env.self_improve,
                            max_tokens=cfg.sampling.max_prompt_tokens, count_tokens=count_tokens)
     if cfg.env.prompt_source == "tasks":
         return own
+    if policy_dir is None:
+        raise ConfigError(f"--prompt_source={cfg.env.prompt_source} needs a policy directory "
+                          f"with a states pool (states.jsonl), e.g. --policy_dir=default.")
     from mle_rl.warmstart.states import ExpertStatesSource
-    expert = ExpertStatesSource.for_policy(policy_dir, task_ids=tuple(tasks),
-                                           max_tokens=cfg.sampling.max_prompt_tokens,
-                                           count_tokens=count_tokens)
+    try:
+        expert = ExpertPrompts(ExpertStatesSource(
+            policy_dir, task_ids=tuple(tasks), count_tokens=count_tokens,
+            solve_tokens=cfg.sampling.max_prompt_tokens,
+            improve_tokens=cfg.sampling.max_prompt_tokens,
+            mlebench_dir=cfg.env.mlebench_dir, cache_dir=cfg.env.cache_dir))
+    except (FileNotFoundError, ValueError) as e:
+        raise ConfigError(str(e)) from None
     if cfg.env.prompt_source == "expert_states":
         return expert
     return MixedSource(own, expert, cfg.env.expert_fraction)
@@ -77,6 +98,7 @@ class Trainer:
             cfg.model.policy_dir, preset=cfg.model.preset, dtype=cfg.model.dtype,
             cache_dir=cfg.env.cache_dir, seed=cfg.seed, log=log)
         self.model_config = model.config
+        self.instrumenter = self._instrumenter_spec()       # fails early when unusable
         self.eos_ids = policy_io.eos_ids(self.tokenizer, model.config)
         self.pad_id = policy_io.pad_id(self.tokenizer)
         self.learner = Learner(model, cfg.ppo, mesh=self.mesh, fsdp=cfg.fsdp, seed=cfg.seed)
@@ -238,6 +260,17 @@ class Trainer:
             m[f"family/{fam}"] = c / len(batch_rollouts)
         return m
 
+    def _instrumenter_spec(self) -> str:
+        """'ast' | 'none' | 'lm:<dir>': the frozen LM is the instrumenter checkpoint given, or
+        the policy as loaded at the start (never the policy being trained)."""
+        if self.cfg.env.instrument != "lm":
+            return self.cfg.env.instrument
+        frozen = self.cfg.model.instrumenter_dir or self.policy_dir
+        if frozen is None:
+            raise ConfigError("--instrument=lm needs a frozen model: pass --instrumenter_dir "
+                              "or a --policy_dir checkpoint (not 'random').")
+        return f"lm:{frozen}"
+
     def _sync_round(self, pool: ActorPool, busy: Counter):
         """The synchronous baseline: sample a whole batch, wait for every action of it."""
         b = self.cfg.buffer.batch_size
@@ -261,7 +294,7 @@ class Trainer:
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         timeouts = {tid: (cfg.env.timeout_s or t.timeout_s) for tid, t in self.tasks.items()}
         work = dict(mlebench_dir=cfg.env.mlebench_dir, cache_dir=cfg.env.cache_dir,
-                    instrumenter=cfg.env.instrument, reward_scheme=cfg.env.reward,
+                    instrumenter=self.instrumenter, reward_scheme=cfg.env.reward,
                     timeout_s=cfg.env.timeout_s, memory_mb=cfg.env.memory_mb,
                     warm_pool={"size": 1} if cfg.actors.warm_pool else None)
         progress = metrics_log.Progress(cfg.max_steps, start_step=self.step)
