@@ -214,8 +214,15 @@ def save(model: Qwen2, path: str | os.PathLike, *, tokenizer=None,
 
 def load_tokenizer(path: str | os.PathLike):
     """The tokenizer saved beside a checkpoint (transformers.AutoTokenizer)."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
     try:
+        cfg_file = pathlib.Path(path) / "tokenizer_config.json"
+        cls = json.loads(cfg_file.read_text()).get("tokenizer_class") if cfg_file.is_file() else None
+        if cls in ("TokenizersBackend", "PreTrainedTokenizerFast"):
+            # A plain tokenizers.json (e.g. the warm start's line-level BPE): load it as is.
+            # AutoTokenizer would pick Qwen2Tokenizer from config.json and swap in Qwen's
+            # pre-tokenizer, changing every encoding.
+            return PreTrainedTokenizerFast.from_pretrained(str(path))
         return AutoTokenizer.from_pretrained(str(path))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{path}: no loadable tokenizer ({e}).") from None

@@ -1,0 +1,16 @@
+"""The warm start (ML-Agent): the default CPU policy built from nothing.
+
+    action_pool.py   strategies on the data / model / learning axes; farthest-point combos
+    programs.py      combos -> (plan, program) per built-in task (+ programs_span.py)
+    corpus.py        expert trajectories: run in the sandbox; solve / improve /
+                     instrumentation examples; the states pool for step-wise RL
+    tokenizer.py     byte-level BPE (AutoTokenizer-loadable, Qwen2 chat format)
+    sft_data.py      examples -> prompts exactly as the environment asks -> batches
+    sft.py           response-only SFT, jitted and donated, on the mesh; loss curve
+    pipeline.py      build(...) and ensure_default_policy()
+    lm_instrument.py the frozen-LM instrumenter (acceptance check, AST fallback, counts)
+    frozen.py        a frozen model as a generator; load_lm_instrumenter()
+    states.py        ExpertStatesSource (--prompt_source=expert_states), MixedSource
+    evaluate.py      N samples per task -> valid fraction, families, instrumenter hits
+    report.py        the markdown report and closing note
+"""

@@ -1,0 +1,321 @@
+"""Programs from action-pool combinations: `render(task_id, combo) -> (plan, code)`.
+
+A program is assembled from blocks: imports, the task's loading block (targets, features,
+task-specific encodings), the data idea, the model, the learning idea, and the task's
+submission block. Every block is plain straight-line Python, so each rendering is short
+and the expert corpus teaches one consistent style. The span task (docstring parameter
+spans) has its own skeleton (`programs_span.py`): a per-word "description starts here"
+classifier.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mle_rl.warmstart.action_pool import Combo
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskInfo:
+    """What a program needs to know of a task. kind: binary | multiclass | regression |
+    multireg | span; targets: target column(s) of train.csv."""
+
+    modality: str
+    kind: str
+    targets: tuple
+    extra: str = ""          # task-specific lines after loading (encodings, subsampling)
+
+
+TASK_INFO = {
+    "breast-cancer-diagnosis": TaskInfo("tabular", "binary", ("malignant",)),
+    "penguin-island": TaskInfo("tabular", "multiclass", ("island",)),
+    "diabetes-progression": TaskInfo("tabular", "regression", ("progression",)),
+    "tumor-worst-case": TaskInfo("tabular", "multireg", ("worst_area", "worst_concavity")),
+    "tabular-synth": TaskInfo(
+        "tabular", "binary", ("target",),
+        extra='train = train.sample(8000, random_state=0)\n'),
+    "digit-images": TaskInfo("image", "multiclass", ("label",)),
+    "docstring-authorship": TaskInfo("text", "multiclass", ("library",)),
+    "docstring-param-span": TaskInfo("span", "binary", ("selected_text",)),
+}
+
+_SYNTH_CODES = ('for i in range(10):\n'
+                '    both[f"f_27_{i}"] = both["f_27"].str[i].map(ord) - 65\n'
+                'both = both.drop(columns=["f_27"])\n')
+
+KIND_FUNCS = {
+    "binary": ("from sklearn.metrics import roc_auc_score\n",
+               "def predict(m, X):\n    return m.predict_proba(X)[:, 1]\n",
+               "def score(y, p):\n    return roc_auc_score(y, p)\n", "AUC", "roc_auc"),
+    "multiclass": ("from sklearn.metrics import log_loss\n",
+                   "def predict(m, X):\n    return m.predict_proba(X)\n",
+                   "def score(y, p):\n    return log_loss(y, p, labels=model.classes_)\n",
+                   "log loss", "neg_log_loss"),
+    "regression": ("from sklearn.metrics import mean_squared_error\n",
+                   "def predict(m, X):\n    return m.predict(X)\n",
+                   "def score(y, p):\n    return mean_squared_error(y, p) ** 0.5\n", "RMSE",
+                   "neg_root_mean_squared_error"),
+    "multireg": ("from sklearn.metrics import mean_squared_error\n",
+                 "def predict(m, X):\n    return m.predict(X)\n",
+                 "def score(y, p):\n    return mean_squared_error(y, p) ** 0.5\n",
+                 "RMSE of log(1 + target)", "neg_root_mean_squared_error"),
+}
+
+# family -> (import, classifier ctor, regressor ctor, grid param, grid values)
+MODEL_CODE = {
+    "linear": ("from sklearn.linear_model import LogisticRegression, Ridge\n",
+               "LogisticRegression(C=1.0, max_iter=2000)", "Ridge(alpha=1.0)",
+               ("C", "alpha"), ("[0.1, 1.0, 10.0]", "[0.1, 1.0, 10.0]")),
+    "knn": ("from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor\n",
+            "KNeighborsClassifier(n_neighbors=15, weights=\"distance\")",
+            "KNeighborsRegressor(n_neighbors=15, weights=\"distance\")",
+            ("n_neighbors", "n_neighbors"), ("[5, 15, 30]", "[5, 15, 30]")),
+    "naive_bayes": ("from sklearn.naive_bayes import GaussianNB\n", "GaussianNB()", "",
+                    ("var_smoothing", ""), ("[1e-9, 1e-6, 1e-3]", "")),
+    "svm": ("from sklearn.svm import SVC, SVR\n", "SVC(C=1.0, probability=True, random_state=0)",
+            "SVR(C=10.0)", ("C", "C"), ("[0.3, 1.0, 3.0]", "[1.0, 10.0, 30.0]")),
+    "random_forest": ("from sklearn.ensemble import RandomForestClassifier, "
+                      "RandomForestRegressor\n",
+                      "RandomForestClassifier(n_estimators=100, random_state=0)",
+                      "RandomForestRegressor(n_estimators=100, random_state=0)",
+                      ("min_samples_leaf", "min_samples_leaf"), ("[1, 5]", "[1, 5]")),
+    "extra_trees": ("from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor\n",
+                    "ExtraTreesClassifier(n_estimators=100, random_state=0)",
+                    "ExtraTreesRegressor(n_estimators=100, random_state=0)",
+                    ("min_samples_leaf", "min_samples_leaf"), ("[1, 5]", "[1, 5]")),
+    "hist_gb": ("from sklearn.ensemble import HistGradientBoostingClassifier, "
+                "HistGradientBoostingRegressor\n",
+                "HistGradientBoostingClassifier(max_iter=60, learning_rate=0.1)",
+                "HistGradientBoostingRegressor(max_iter=60, learning_rate=0.1)",
+                ("learning_rate", "learning_rate"), ("[0.05, 0.1]", "[0.05, 0.1]")),
+    "mlp": ("from sklearn.neural_network import MLPClassifier, MLPRegressor\n",
+            "MLPClassifier(hidden_layer_sizes=(64,), max_iter=300, random_state=0)",
+            "MLPRegressor(hidden_layer_sizes=(64,), max_iter=500, random_state=0)",
+            ("alpha", "alpha"), ("[1e-4, 1e-2]", "[1e-4, 1e-2]")),
+}
+TEXT_NB = ("from sklearn.naive_bayes import MultinomialNB\n", "MultinomialNB(alpha=0.1)",
+           "alpha", "[0.03, 0.1, 0.3]")
+
+DATA_CODE = {
+    "median_scale": ("from sklearn.impute import SimpleImputer\n"
+                     "from sklearn.preprocessing import StandardScaler\n",
+                     "prep = make_pipeline(SimpleImputer(strategy=\"median\"), StandardScaler())\n"
+                     "X = prep.fit_transform(X)\nX_test = prep.transform(X_test)\n"),
+    "quantile": ("from sklearn.impute import SimpleImputer\n"
+                 "from sklearn.preprocessing import QuantileTransformer\n",
+                 "prep = make_pipeline(SimpleImputer(strategy=\"median\"), "
+                 "QuantileTransformer(n_quantiles=100, output_distribution=\"normal\"))\n"
+                 "X = prep.fit_transform(X)\nX_test = prep.transform(X_test)\n"),
+    "rowstats": ("from sklearn.impute import SimpleImputer\n"
+                 "from sklearn.preprocessing import StandardScaler\n",
+                 "prep = make_pipeline(SimpleImputer(strategy=\"median\"), StandardScaler())\n"
+                 "X = prep.fit_transform(X)\nX_test = prep.transform(X_test)\n"
+                 "def rowstats(A):\n"
+                 "    return np.hstack([A, A.mean(1, keepdims=True), A.std(1, keepdims=True), "
+                 "A.min(1, keepdims=True), A.max(1, keepdims=True)])\n"
+                 "X, X_test = rowstats(X), rowstats(X_test)\n"),
+    "signed_log": ("from sklearn.impute import SimpleImputer\n"
+                   "from sklearn.preprocessing import FunctionTransformer, StandardScaler\n",
+                   "signed_log = FunctionTransformer(lambda A: np.sign(A) * np.log1p(np.abs(A)))\n"
+                   "prep = make_pipeline(SimpleImputer(strategy=\"median\"), signed_log, "
+                   "StandardScaler())\n"
+                   "X = prep.fit_transform(X)\nX_test = prep.transform(X_test)\n"),
+    "pca": ("from sklearn.impute import SimpleImputer\n"
+            "from sklearn.preprocessing import StandardScaler\n"
+            "from sklearn.decomposition import PCA\n",
+            "prep = make_pipeline(SimpleImputer(strategy=\"median\"), StandardScaler(), "
+            "PCA(n_components=0.95))\n"
+            "X = prep.fit_transform(X)\nX_test = prep.transform(X_test)\n"),
+    "word_tfidf": ("from sklearn.feature_extraction.text import TfidfVectorizer\n",
+                   "vec = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)\n"
+                   "X = vec.fit_transform(train[\"text\"])\nX_test = vec.transform(test[\"text\"])\n"),
+    "char_tfidf": ("from sklearn.feature_extraction.text import TfidfVectorizer\n",
+                   "vec = TfidfVectorizer(analyzer=\"char_wb\", ngram_range=(2, 4), min_df=3, "
+                   "sublinear_tf=True)\n"
+                   "X = vec.fit_transform(train[\"text\"])\nX_test = vec.transform(test[\"text\"])\n"),
+    "word_char_tfidf": ("from scipy.sparse import hstack\n"
+                        "from sklearn.feature_extraction.text import TfidfVectorizer\n",
+                        "words = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)\n"
+                        "chars = TfidfVectorizer(analyzer=\"char_wb\", ngram_range=(2, 4), "
+                        "min_df=3, sublinear_tf=True)\n"
+                        "X = hstack([words.fit_transform(train[\"text\"]), "
+                        "chars.fit_transform(train[\"text\"])]).tocsr()\n"
+                        "X_test = hstack([words.transform(test[\"text\"]), "
+                        "chars.transform(test[\"text\"])]).tocsr()\n"),
+    "pixels": ("from sklearn.preprocessing import StandardScaler\n",
+               "prep = StandardScaler()\nX = prep.fit_transform(X)\nX_test = prep.transform(X_test)\n"),
+    "pixel_pca": ("from sklearn.decomposition import PCA\n",
+                  "prep = PCA(n_components=40, whiten=True, random_state=0)\n"
+                  "X = prep.fit_transform(X)\nX_test = prep.transform(X_test)\n"),
+    "downsample": ("",
+                   "def pool(A):\n"
+                   "    img = A.reshape(-1, 32, 32)\n"
+                   "    small = img.reshape(-1, 8, 4, 8, 4).mean(axis=(2, 4)).reshape(len(A), -1)\n"
+                   "    return np.hstack([small, img.mean(1), img.mean(2)])\n"
+                   "X, X_test = pool(X), pool(X_test)\n"),
+}
+
+
+def _load_block(task_id: str, info: TaskInfo) -> str:
+    t = info.targets
+    head = ('train = pd.read_csv("input/train.csv")\n'
+            'test = pd.read_csv("input/test.csv")\n' + info.extra)
+    if info.kind == "multireg":
+        y = f"y = np.log1p(train[{list(t)!r}].to_numpy())\n".replace("'", '"')
+    else:
+        y = f'y = train["{t[0]}"].to_numpy()\n'
+    if info.modality == "tabular":
+        drop = ", ".join(f'"{c}"' for c in ("id",) + t)
+        body = (f"both = pd.concat([train.drop(columns=[{drop}]), test.drop(columns=[\"id\"])])\n"
+                + (_SYNTH_CODES if task_id == "tabular-synth" else "")
+                + "both = pd.get_dummies(both, dtype=float)\n"
+                  "X, X_test = both[:len(train)], both[len(train):]\n")
+        return head + y + body
+    if info.modality == "image":
+        return (head + y + "def load(ids):\n"
+                "    return np.stack([np.asarray(Image.open(f\"input/images/{i}.png\"), "
+                "dtype=float).ravel() / 255 for i in ids])\n"
+                "X, X_test = load(train[\"id\"]), load(test[\"id\"])\n")
+    return head + y
+
+
+def _model_ctor(info: TaskInfo, combo: Combo) -> tuple[str, str, str, str]:
+    """(import, constructor, grid param, grid values)."""
+    imp, clf, reg, params, values = MODEL_CODE[combo.model.name]
+    regress = info.kind in ("regression", "multireg")
+    if combo.model.name == "naive_bayes" and info.modality == "text" and \
+            combo.data.name != "svd":
+        imp, ctor, param, vals = TEXT_NB
+    else:
+        ctor, param, vals = (reg, params[1], values[1]) if regress else (clf, params[0], values[0])
+    if combo.learning.name == "early_stopping":
+        ctor = ctor[:-1] + (", early_stopping=True, validation_fraction=0.1)"
+                            if combo.model.name == "mlp" else
+                            ", early_stopping=True, validation_fraction=0.1, n_iter_no_change=10)")
+        ctor = ctor.replace("max_iter=60", "max_iter=300").replace("max_iter=300)",
+                                                                   "max_iter=1000)")
+    if info.kind == "multireg" and combo.model.name in ("svm", "hist_gb"):
+        imp += "from sklearn.multioutput import MultiOutputRegressor\n"
+        ctor, param = f"MultiOutputRegressor({ctor})", f"estimator__{param}"
+    return imp, ctor, param, vals
+
+
+def _second_model(info: TaskInfo, combo: Combo) -> tuple[str, str, str]:
+    """(import, constructor, phrase) of the ensemble's second model."""
+    regress = info.kind in ("regression", "multireg")
+    if combo.model.name == "linear":
+        if regress:
+            return ("from sklearn.ensemble import ExtraTreesRegressor\n",
+                    "ExtraTreesRegressor(n_estimators=100, random_state=0)", "extra trees")
+        return ("from sklearn.ensemble import ExtraTreesClassifier\n",
+                "ExtraTreesClassifier(n_estimators=100, random_state=0)", "extra trees")
+    if regress:
+        return "from sklearn.linear_model import Ridge\n", "Ridge(alpha=1.0)", "ridge regression"
+    return ("from sklearn.linear_model import LogisticRegression\n",
+            "LogisticRegression(C=1.0, max_iter=2000)", "logistic regression")
+
+
+def _learning_block(info: TaskInfo, combo: Combo, param: str, vals: str) -> tuple[str, str]:
+    """(imports, code) of the learning idea; leaves `model` and test predictions `pred`."""
+    name = combo.learning.name
+    strat = ", stratify=y" if info.kind in ("binary", "multiclass") else ""
+    split = ("X_tr, X_va, y_tr, y_va = train_test_split(X, y, test_size=0.2, "
+             f"random_state=0{strat})\n")
+    what = KIND_FUNCS[info.kind][3]
+    if name in ("holdout", "early_stopping"):
+        return ("from sklearn.model_selection import train_test_split\n",
+                split + "model.fit(X_tr, y_tr)\n"
+                f"print(\"validation {what}:\", score(y_va, predict(model, X_va)))\n"
+                "model.fit(X, y)\npred = predict(model, X_test)\n")
+    if name == "kfold":
+        fold = "StratifiedKFold" if strat else "KFold"
+        return (f"from sklearn.model_selection import {fold}\n",
+                "scores, pred = [], 0\n"
+                f"for tr, va in {fold}(n_splits=3, shuffle=True, random_state=0).split(X, y):\n"
+                "    model.fit(X[tr], y[tr])\n"
+                "    scores.append(score(y[va], predict(model, X[va])))\n"
+                "    pred = pred + predict(model, X_test) / 3\n"
+                f"print(\"cross-validated {what}:\", np.mean(scores))\n")
+    if name == "grid":
+        scoring = KIND_FUNCS[info.kind][4]
+        return ("from sklearn.model_selection import GridSearchCV\n",
+                f"search = GridSearchCV(model, {{\"{param}\": {vals}}}, cv=3, "
+                f"scoring=\"{scoring}\")\n"
+                "search.fit(X, y)\n"
+                "print(\"best parameters:\", search.best_params_)\n"
+                f"print(\"cross-validated score ({scoring}):\", search.best_score_)\n"
+                "model = search.best_estimator_\npred = predict(model, X_test)\n")
+    if name == "ensemble":
+        imp, ctor, _ = _second_model(info, combo)
+        return ("from sklearn.model_selection import train_test_split\n" + imp,
+                f"models = [model, {ctor}]\n" + split +
+                "p_va = np.mean([predict(m.fit(X_tr, y_tr), X_va) for m in models], axis=0)\n"
+                f"print(\"validation {what}:\", score(y_va, p_va))\n"
+                "pred = np.mean([predict(m.fit(X, y), X_test) for m in models], axis=0)\n")
+    raise ValueError(f"Unknown learning strategy {name!r}.")
+
+
+def _write_block(info: TaskInfo) -> str:
+    t = info.targets
+    head = 'sub = pd.DataFrame({"id": test["id"]})\n'
+    if info.kind == "multiclass":
+        body = "sub[[str(c) for c in model.classes_]] = pred\n"
+    elif info.kind == "multireg":
+        cols = ", ".join(f'"{c}"' for c in t)
+        body = f"sub[[{cols}]] = np.expm1(pred)\n"
+    else:
+        body = f'sub["{t[0]}"] = pred\n'
+    return head + body + 'sub.to_csv("submission.csv", index=False)\nprint("wrote", sub.shape)\n'
+
+
+def dense_text(info: TaskInfo, combo: Combo) -> bool:
+    """Text features go through truncated SVD first for models that need dense input, and
+    for the SVM (an RBF SVM with probabilities on raw TF-IDF takes minutes)."""
+    return info.modality == "text" and (combo.model.needs_dense or combo.model.name == "svm")
+
+
+def plan_sentence(info: TaskInfo, combo: Combo, second: str = "") -> str:
+    """The plan: names each idea, so plan text and code agree."""
+    model = combo.model.phrase
+    if combo.model.name == "linear":
+        model = ("a linear model (ridge regression)" if info.kind in ("regression", "multireg")
+                 else "a linear model (logistic regression)")
+    if combo.model.name == "naive_bayes" and info.modality == "text":
+        model = "naive Bayes (multinomial)"
+    learning = combo.learning.phrase
+    if combo.learning.name == "ensemble":
+        learning = learning.replace("a second model", second)
+    data = combo.data.phrase
+    if dense_text(info, combo):
+        data += ", reduced to 100 dimensions with truncated SVD"
+    return (f"I will use {model}. Features: {data}. Validation: {learning}. "
+            "Then I predict the test set and write submission.csv.")
+
+
+def render(task_id: str, combo: Combo) -> tuple[str, str]:
+    """(plan, code) of `combo` for built-in task `task_id`."""
+    info = TASK_INFO.get(task_id)
+    if info is None:
+        raise ValueError(f"No program templates for task {task_id!r}; known: "
+                         f"{', '.join(TASK_INFO)}.")
+    if info.modality == "span":
+        from mle_rl.warmstart import programs_span
+        return programs_span.render(info, combo)
+    data_imp, data_code = DATA_CODE[combo.data.name]
+    m_imp, ctor, param, vals = _model_ctor(info, combo)
+    l_imp, l_code = _learning_block(info, combo, param, vals)
+    metric_imp, pred_fn, score_fn = KIND_FUNCS[info.kind][:3]
+    if dense_text(info, combo):
+        data_imp += "from sklearn.decomposition import TruncatedSVD\n"
+        data_code += ("svd = TruncatedSVD(n_components=100, random_state=0)\n"
+                      "X = svd.fit_transform(X)\nX_test = svd.transform(X_test)\n")
+    if info.modality == "tabular":
+        data_imp = "from sklearn.pipeline import make_pipeline\n" + data_imp
+    imports = "import numpy as np\nimport pandas as pd\n"
+    if info.modality == "image":
+        imports += "from PIL import Image\n"
+    imports += data_imp + m_imp + l_imp + metric_imp
+    code = (imports + "\n" + _load_block(task_id, info) + "\n" + data_code + "\n"
+            + f"model = {ctor}\n" + pred_fn + score_fn + "\n" + l_code + "\n" + _write_block(info))
+    second = _second_model(info, combo)[2] if combo.learning.name == "ensemble" else ""
+    return plan_sentence(info, combo, second), code
