@@ -31,7 +31,7 @@ def run(mode: str, a, workdir: str) -> dict:
     argv = ["bench", f"--workdir={workdir}", "--policy_dir=random", "--model_preset=micro",
             f"--tasks={a.task}", f"--batch_size={a.batch}", f"--sample_batch={a.batch}",
             f"--max_in_flight={a.actors}", f"--num_actors={a.actors}", "--max_new_tokens=16",
-            "--max_prompt_tokens=2000", "--max_steps=100000", f"--max_wall_s={a.seconds}",
+            "--max_prompt_tokens=1200", "--max_steps=100000", f"--max_wall_s={a.seconds}",
             "--checkpoint_every=100000", "--warm_pool=false", "--tensorboard=false",
             "--critic=shared", f"--max_staleness={a.max_staleness}",
             f"--synchronous={'true' if mode == 'sync' else 'false'}"]
