@@ -138,3 +138,20 @@ def test_missing_tensor_and_missing_dir(tmp_path, good_ckpt):
     (good_ckpt / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(hf.CheckpointError, match=r"model\.layers\.2\..*missing"):
         hf.load(good_ckpt)
+
+
+def test_long_sequences_use_blockwise_attention_and_still_match(hf_pair):
+    """T >= 2 query blocks takes the blockwise causal path; it must match transformers too."""
+    from mle_rl.models import qwen2
+    ref, path = hf_pair
+    ours = hf.load(path, dtype=jnp.float32)
+    t = 2 * qwen2.QUERY_BLOCK + 44
+    rng = np.random.default_rng(3)
+    tokens = rng.integers(0, ref.config.vocab_size, (2, t)).astype(np.int32)
+    mask = np.ones_like(tokens)
+    mask[1, :50] = 0
+    positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
+    got = np.asarray(ours(jnp.asarray(tokens), attention_mask=jnp.asarray(mask)))
+    want = hf_logits(ref, tokens, attention_mask=mask, position_ids=positions)
+    valid = mask.astype(bool)
+    np.testing.assert_allclose(got[valid], want[valid], atol=1e-4, rtol=0)

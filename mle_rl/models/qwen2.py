@@ -28,6 +28,7 @@ from mle_rl.models.config import ModelConfig
 _MASK_VALUE = -0.7 * float(jnp.finfo(jnp.float32).max)
 
 KVCache = tuple  # tuple over layers of (k, v), each [B, kv_heads, S, head_dim]
+QUERY_BLOCK = 128  # uncached attention over T >= 2 blocks runs block by block (causal)
 
 
 def _param(rngs: nnx.Rngs, shape, names, dtype, std=0.02, zeros=False, ones=False):
@@ -105,18 +106,32 @@ class Attention(nnx.Module):
             new_cache = (k, v)
         else:
             new_cache = None
-        s = k.shape[2]
         groups = self.num_heads // self.num_kv_heads
         qg = q.reshape(b, t, self.num_kv_heads, groups, self.head_dim).transpose(0, 2, 3, 1, 4)
-        scores = jnp.einsum("bkgtd,bksd->bkgts", qg, k.astype(dtype),
+        k, v = k.astype(dtype), v.astype(dtype)
+        if cache is None and t >= 2 * QUERY_BLOCK:
+            # Blockwise causal: query block [i, j) only needs keys [0, j), which skips the
+            # upper triangle's work and keeps each block's scores small.
+            outs = [self._attend(qg[:, :, :, i:i + QUERY_BLOCK], k[:, :, :i + QUERY_BLOCK],
+                                 v[:, :, :i + QUERY_BLOCK], key_valid[:, :i + QUERY_BLOCK],
+                                 query_slot[i:i + QUERY_BLOCK])
+                    for i in range(0, t, QUERY_BLOCK)]
+            out = jnp.concatenate(outs, axis=3)
+        else:
+            out = self._attend(qg, k, v, key_valid, query_slot)
+        out = out.transpose(0, 3, 1, 2, 4).reshape(b, t, self.num_heads * self.head_dim)
+        return out @ self.o_kernel[...].astype(dtype), new_cache
+
+    def _attend(self, qg, k, v, key_valid, query_slot):
+        """qg [B, kv, G, T, hd]; k, v [B, kv, S, hd]; key_valid [B, S]; query_slot [T]."""
+        s = k.shape[2]
+        scores = jnp.einsum("bkgtd,bksd->bkgts", qg, k,
                             preferred_element_type=jnp.float32) / jnp.sqrt(float(self.head_dim))
         causal = jnp.arange(s)[None, :] <= query_slot[:, None]               # [T, S]
         mask = causal[None, :, :] & key_valid[:, None, :]                    # [B, T, S]
         scores = jnp.where(mask[:, None, None, :, :], scores, _MASK_VALUE)
-        probs = jax.nn.softmax(scores, axis=-1).astype(dtype)
-        out = jnp.einsum("bkgts,bksd->bkgtd", probs, v.astype(dtype))
-        out = out.transpose(0, 3, 1, 2, 4).reshape(b, t, self.num_heads * self.head_dim)
-        return out @ self.o_kernel[...].astype(dtype), new_cache
+        probs = jax.nn.softmax(scores, axis=-1).astype(qg.dtype)
+        return jnp.einsum("bkgts,bksd->bkgtd", probs, v)
 
 
 class MLP(nnx.Module):
