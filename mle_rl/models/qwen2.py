@@ -29,6 +29,7 @@ _MASK_VALUE = -0.7 * float(jnp.finfo(jnp.float32).max)
 
 KVCache = tuple  # tuple over layers of (k, v), each [B, kv_heads, S, head_dim]
 QUERY_BLOCK = 128  # uncached attention over T >= 2 blocks runs block by block (causal)
+MAX_QUERY_BLOCKS = 4
 
 
 def _param(rngs: nnx.Rngs, shape, names, dtype, std=0.02, zeros=False, ones=False):
@@ -111,11 +112,13 @@ class Attention(nnx.Module):
         k, v = k.astype(dtype), v.astype(dtype)
         if cache is None and t >= 2 * QUERY_BLOCK:
             # Blockwise causal: query block [i, j) only needs keys [0, j), which skips the
-            # upper triangle's work and keeps each block's scores small.
-            outs = [self._attend(qg[:, :, :, i:i + QUERY_BLOCK], k[:, :, :i + QUERY_BLOCK],
-                                 v[:, :, :i + QUERY_BLOCK], key_valid[:, :i + QUERY_BLOCK],
-                                 query_slot[i:i + QUERY_BLOCK])
-                    for i in range(0, t, QUERY_BLOCK)]
+            # upper triangle's work and keeps each block's scores small. At most
+            # MAX_QUERY_BLOCKS blocks, so long sequences do not blow up the compiled graph.
+            n = min(MAX_QUERY_BLOCKS, t // QUERY_BLOCK)
+            blk = -(-t // n)
+            outs = [self._attend(qg[:, :, :, i:i + blk], k[:, :, :i + blk], v[:, :, :i + blk],
+                                 key_valid[:, :i + blk], query_slot[i:i + blk])
+                    for i in range(0, t, blk)]
             out = jnp.concatenate(outs, axis=3)
         else:
             out = self._attend(qg, k, v, key_valid, query_slot)
