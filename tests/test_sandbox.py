@@ -4,6 +4,7 @@ without bubblewrap still applies the limits."""
 
 import logging
 import os
+import sys
 import pathlib
 import textwrap
 
@@ -35,7 +36,8 @@ def test_program_sees_only_public_and_its_workdir(task):
         import os, json
         print(json.dumps({
             "cwd": os.getcwd(), "input": sorted(os.listdir("input")),
-            "root": sorted(os.listdir("/")), "work": os.listdir("/work"),
+            "root": sorted(os.listdir("/")),
+            "work": os.listdir("/work") if os.path.isdir("/work") else [],
             "home": os.environ["HOME"], "uid": os.getuid(),
             "caps": open("/proc/self/status").read().split("CapEff:")[1].split()[0],
             "threads": os.environ["OMP_NUM_THREADS"], "nproc": len(os.listdir("/proc")),
@@ -53,7 +55,10 @@ def test_program_sees_only_public_and_its_workdir(task):
     assert seen["cwd"] == sandbox.SANDBOX_CWD
     assert seen["input"] == ["sample_submission.csv", "test.csv", "train.csv"]
     assert "private" not in " ".join(seen["root"]) and "home" not in seen["root"]
-    assert seen["work"] in ([], ["main"])  # at most the path down to the read-only venv
+    # /work shows at most the path down to the read-only venv (when the venv lives there).
+    parts = pathlib.Path(os.path.realpath(sys.prefix)).parts
+    venv_step = [parts[2]] if len(parts) > 2 and parts[1] == "work" else []
+    assert seen["work"] in ([], venv_step)
     assert seen["home"] == sandbox.SANDBOX_CWD and seen["threads"] == "1"
     assert seen["caps"] == "0000000000000000"
     if os.geteuid() == 0:
@@ -136,7 +141,10 @@ def test_warm_pool_serves_preloaded_single_use_sandboxes(task):
     assert a["sklearn"] and b["sklearn"]
     assert first.workdir != second.workdir
     # Nothing of the first action is visible to the second.
-    assert b["tmp"] == [] and b["cwd"] == ["input"] and b["env"] is None
+    parts = pathlib.Path(os.path.realpath(sys.prefix)).parts   # a venv under /tmp shows
+    venv_step = {parts[2]} if len(parts) > 2 and parts[1] == "tmp" else set()  # its path
+    assert "leak" not in b["tmp"] and set(b["tmp"]) <= venv_step
+    assert b["cwd"] == ["input"] and b["env"] is None
     if os.geteuid() == 0 and BWRAP:
         assert a["uid"] != b["uid"]
     # close() killed the waiting sandboxes and deleted their working dirs.

@@ -55,6 +55,11 @@ def bwrap_command(workdir: pathlib.Path, public_dir: pathlib.Path) -> list[str]:
             cmd += ["--symlink", os.readlink(d), d]
         elif os.path.isdir(d):
             cmd += ["--ro-bind", d, d]
+    # The fresh /tmp comes before the Python binds, so a venv that lives under /tmp (a CI
+    # checkout, say) is mounted on top of it instead of being hidden by it.
+    cmd += ["--proc", "/proc", "--dev", "/dev",
+            "--perms", "1777", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp",
+            "--perms", "1777", "--size", str(TMPFS_BYTES), "--tmpfs", "/dev/shm"]
     roots = python_roots()
     check_not_above([public_dir.parent / "private"], roots)
     made = set()
@@ -62,14 +67,11 @@ def bwrap_command(workdir: pathlib.Path, public_dir: pathlib.Path) -> list[str]:
         parts = pathlib.PurePosixPath(r).parts
         for i in range(2, len(parts)):
             parent = str(pathlib.PurePosixPath(*parts[:i]))
-            if parent not in made and parent not in ("/usr", "/etc"):
+            if parent not in made and parent not in ("/usr", "/etc", "/tmp", "/dev"):
                 made.add(parent)
                 cmd += ["--perms", "0755", "--dir", parent]
         cmd += ["--ro-bind", r, r]
-    cmd += ["--proc", "/proc", "--dev", "/dev",
-            "--perms", "1777", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp",
-            "--perms", "1777", "--size", str(TMPFS_BYTES), "--tmpfs", "/dev/shm",
-            "--bind", str(workdir), SANDBOX_CWD,
+    cmd += ["--bind", str(workdir), SANDBOX_CWD,
             "--ro-bind", str(public_dir), f"{SANDBOX_CWD}/input",
             "--chdir", SANDBOX_CWD]
     return cmd
