@@ -215,9 +215,8 @@ def _die_with_parent(parent_pid: Optional[int], use_pdeathsig: bool) -> None:
 
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        except (OSError, AttributeError):
-            # No prctl here: the watcher thread below still covers a dead parent.
-            libc = None
+        except (OSError, AttributeError):  # no prctl: the watcher thread below still covers it
+            use_pdeathsig = False
     if parent_pid is None:
         parent_pid = os.getppid()
     elif os.getppid() != parent_pid:  # the parent died before we got here

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 from typing import Iterator, Optional
 
 import jax
@@ -143,11 +144,6 @@ def load(path: str | os.PathLike, dtype=jnp.float32, *, mesh: Optional[jax.shard
     return nnx.merge(graphdef, state)
 
 
-def _to_numpy(x: jax.Array) -> np.ndarray:
-    arr = np.asarray(jax.device_get(x))
-    return arr
-
-
 def save(model: Qwen2, path: str | os.PathLike, *, tokenizer=None,
          max_shard_bytes: int = 4 << 30, dtype=None) -> pathlib.Path:
     """Write `model` as an HF directory (config.json, safetensors shards + index if large).
@@ -160,14 +156,13 @@ def save(model: Qwen2, path: str | os.PathLike, *, tokenizer=None,
     cfg = model.config
     tmp = path.with_name(path.name + ".tmp-save")
     if tmp.exists():
-        import shutil
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     _, state = nnx.split(model)
     flat = dict(nnx.to_flat_state(state))
     tensors, shards, size = {}, [], 0
     for name, spath, transpose in param_table(cfg):
-        arr = _to_numpy(flat[spath][...])
+        arr = np.asarray(jax.device_get(flat[spath][...]))
         if dtype is not None:
             arr = arr.astype(np.dtype(dtype))
         if transpose:
@@ -200,7 +195,6 @@ def save(model: Qwen2, path: str | os.PathLike, *, tokenizer=None,
     if tokenizer is not None:
         tokenizer.save_pretrained(str(tmp))
     if path.exists():
-        import shutil
         old = path.with_name(path.name + ".old-save")
         if old.exists():
             shutil.rmtree(old)
