@@ -38,7 +38,11 @@ def main(argv):
     except (config.ConfigError, CheckpointError, ModelCheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"done: {summary['updates']} updates in {summary['wall_s']} s; best {summary['best']}")
+    if "process" in summary:          # a process other than 0 of a multi-host run
+        print(f"done: process {summary['process']}: {summary['updates']} updates")
+    else:
+        print(f"done: {summary['updates']} updates in {summary['wall_s']} s; "
+              f"best {summary['best']}")
     return 0
 
 

@@ -27,16 +27,17 @@ _OUT = flags.DEFINE_string("out_dir", None, "Policy directory (default: the cach
                            "policy, <cache>/policies/default).")
 _TASKS = flags.DEFINE_list("tasks", list(tasks.BUILTIN_TASKS), "Built-in tasks.")
 _HOLDOUT = flags.DEFINE_list("holdout_tasks", [], "Tasks left out of the corpus (evaluated).")
-_N = flags.DEFINE_integer("n_per_task", 16, "Programs executed per task for the corpus.")
-_VOCAB = flags.DEFINE_integer("vocab_size", 8192, "BPE vocabulary size.")
-_SFT_MIN = flags.DEFINE_float("sft_minutes", 15.0, "Time budget of SFT (minutes).")
-_EPOCHS = flags.DEFINE_float("max_epochs", 8.0, "Most SFT epochs.")
+_N = flags.DEFINE_integer("n_per_task", 32, "Programs executed per task for the corpus.")
+_VOCAB = flags.DEFINE_integer("vocab_size", 16384, "BPE vocabulary size.")
+_SFT_MIN = flags.DEFINE_float("sft_minutes", 10.0, "Time budget of SFT (minutes).")
+_EPOCHS = flags.DEFINE_float("max_epochs", 10.0, "Most SFT epochs.")
 _LR = flags.DEFINE_float("lr", 2e-3, "Peak SFT learning rate.")
 _TPB = flags.DEFINE_integer("tokens_per_batch", 2048, "Tokens per SFT batch (padded).")
 _SOLVE_TOK = flags.DEFINE_integer("solve_prompt_tokens", 128, "Solve-prompt token budget.")
 _IMP_TOK = flags.DEFINE_integer("improve_prompt_tokens", 512, "Improve-prompt token budget.")
-_BUCKETS = flags.DEFINE_list("buckets", ["320", "640"], "SFT sequence-length buckets (one "
-                             "compiled shape each); the largest is the longest sequence kept.")
+_BUCKETS = flags.DEFINE_list("buckets", ["128", "192", "256", "384", "640"],
+                             "SFT sequence-length buckets (one compiled shape each); the "
+                             "largest is the longest sequence kept.")
 _RESP_TOK = flags.DEFINE_integer("response_tokens", 512, "Response token budget.")
 _IMP_MAX = flags.DEFINE_integer("improve_max", 48, "Most improve examples in the SFT mix.")
 _INS_MAX = flags.DEFINE_integer("instrument_max", 200, "Most instrumentation examples in the mix.")

@@ -204,6 +204,9 @@ def from_flags(f) -> RunConfig:
            f"--process_id={f.process_id} must be in [0, --num_processes={f.num_processes}).")
     _check(f.num_processes == 1 or f.coordinator_address,
            "--num_processes > 1 needs --coordinator_address=host:port.")
+    _check(f.batch_size % f.num_processes == 0,
+           f"--batch_size={f.batch_size} is not divisible by --num_processes={f.num_processes} "
+           "(each process contributes batch_size / num_processes rollouts to an update).")
     mesh_shape = None
     if f.mesh_shape:
         try:

@@ -178,3 +178,27 @@ def fetch(tree):
         return jax.tree.map(np.asarray, jax.device_get(tree))
     return jax.tree.map(lambda x: np.asarray(multihost_utils.process_allgather(x, tiled=True)),
                         tree)
+
+
+def allgather_host(x) -> np.ndarray:
+    """`[processes, ...]`: every process's `x` (same shape and dtype on all), stacked in
+    process order, on every process. A collective when multi-process."""
+    x = np.asarray(x)
+    if jax.process_count() == 1:
+        return x[None]
+    return np.asarray(multihost_utils.process_allgather(x, tiled=False))
+
+
+def allgather_objects(obj) -> list:
+    """Every process's picklable `obj`, in process order, on every process (for host state
+    of different sizes, e.g. replay buffers in a checkpoint). A collective."""
+    if jax.process_count() == 1:
+        return [obj]
+    import pickle
+
+    blob = np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), np.uint8)
+    sizes = allgather_host(np.int64(blob.size))
+    padded = np.zeros(int(sizes.max()), np.uint8)
+    padded[:blob.size] = blob
+    rows = allgather_host(padded)
+    return [pickle.loads(rows[i, :int(n)].tobytes()) for i, n in enumerate(sizes)]

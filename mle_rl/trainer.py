@@ -9,6 +9,15 @@ One loop on the learner's host:
     learner never waits for the slowest action; PPO ratios use the behaviour log-probs
     recorded at sampling time; rollouts older than `max_staleness` versions are dropped;
   * every `checkpoint_every` updates, and on SIGINT/SIGTERM, save a checkpoint.
+
+Multi-host (`--num_processes` > 1, see `distributed`): every process runs this loop with its
+own actors, buffer and archive, and samples on its own devices. The learner's mesh spans all
+processes, so updates are collective: at each turn of the loop the processes exchange two
+flags (enough rollouts for their share of the batch; asked to stop) and update only when
+every one of them is ready, each feeding `batch_size / num_processes` rollouts; one stop
+stops all. Metrics are reduced over processes; process 0 alone writes the logs, the
+summary and the exported policy; checkpoints are written by all (orbax), with every
+process's host state gathered into one checkpoint.
 """
 
 from __future__ import annotations
@@ -111,8 +120,11 @@ class Trainer:
         count = lambda s: len(policy_io.encode_prompt(self.tokenizer, s))  # noqa: E731
         self.source = make_prompt_source(cfg, self.tasks, self.archive, count, self.policy_dir)
         self.buffer = rbuf.ReplayBuffer(cfg.buffer.max_staleness, cfg.buffer.capacity)
-        self.rng = np.random.default_rng(cfg.seed)
-        self.sample_key = jax.random.key_data(jax.random.key(cfg.seed + 1))
+        self.nproc, self.proc = jax.process_count(), jax.process_index()
+        self.local_batch = cfg.buffer.batch_size // self.nproc
+        self.rng = np.random.default_rng([cfg.seed, self.proc])
+        self.sample_key = jax.random.key_data(
+            jax.random.fold_in(jax.random.key(cfg.seed + 1), self.proc))
         self.counters = Counter()
         self.best = {}                         # task id -> best raw score
         self.family_counts = Counter()
@@ -120,13 +132,17 @@ class Trainer:
         ckpt.quiet_orbax_logging()
         self.checkpointer = ckpt.Checkpointer(self.workdir / "checkpoints",
                                               keep=cfg.keep_checkpoints)
-        self._stop = None
+        self._stop = None            # why this process wants to stop (signal, wall time)
+        self._stopped = False        # every process has agreed to stop
         if cfg.resume:
             self._restore()
-        self.metrics = metrics_log.MetricsLogger(
-            self.workdir, tensorboard=cfg.tensorboard,
-            resume_step=self.step if cfg.resume else None)
-        (self.workdir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
+        self.metrics = None
+        if self.proc == 0:
+            self.metrics = metrics_log.MetricsLogger(
+                self.workdir, tensorboard=cfg.tensorboard,
+                resume_step=self.step if cfg.resume else None)
+            (self.workdir / "config.json").write_text(
+                json.dumps(cfg.to_dict(), indent=2, default=str))
 
     # ------------------------------------------------------------------ state
     @property
@@ -146,7 +162,14 @@ class Trainer:
         }
 
     def save_checkpoint(self, force: bool = False):
-        self.checkpointer.save(self.step, self.learner.state, self._extra(), force=force)
+        """On every process (a collective when multi-process: each one's host state is
+        gathered so that process 0's checkpoint holds all of them)."""
+        if not self.checkpointer.should_save(self.step, force):
+            return
+        extra = self._extra()
+        if self.nproc > 1:
+            extra = {"hosts": distributed.allgather_objects(extra), "config": extra["config"]}
+        self.checkpointer.save(self.step, self.learner.state, extra, force=force)
 
     def _restore(self):
         latest = self.cfg.resume_step
@@ -157,6 +180,14 @@ class Trainer:
                 f"--resume: no checkpoint in {self.workdir / 'checkpoints'}; run without "
                 f"--resume to start fresh.")
         state, extra = self.checkpointer.restore(latest, abstract_state=self.learner.state)
+        hosts = extra.get("hosts")
+        if (len(hosts) if hosts is not None else 1) != self.nproc:
+            raise ckpt.CheckpointError(
+                f"checkpoint {latest} in {self.workdir / 'checkpoints'} was written by "
+                f"{len(hosts) if hosts is not None else 1} process(es); resume it with the same "
+                f"--num_processes (now {self.nproc}).")
+        if hosts is not None:
+            extra = {**hosts[self.proc], "config": extra["config"]}
         # What shapes the saved arrays and the archive must match; the rest may change.
         ckpt.check_compatible(extra.get("config", {}), self.cfg.to_dict(),
                               directory=self.workdir / "checkpoints", step=latest,
@@ -228,37 +259,65 @@ class Trainer:
 
     # ------------------------------------------------------------------ learning
     def _update(self, t_start: float, busy: dict) -> dict:
-        batch_rollouts = self.buffer.take(self.cfg.buffer.batch_size, self.step)
+        batch_rollouts = self.buffer.take(self.local_batch, self.step)
         batch = rbuf.collate(batch_rollouts, self.cfg.sampling.max_prompt_tokens,
                              self.cfg.sampling.max_new_tokens, self.pad_id)
         t0 = time.monotonic()
         m = self.learner.update(batch)
         self._refresh_sampler()
         busy["learner"] += time.monotonic() - t0
-        ok = [x for x in batch_rollouts if x.status == "ok"]
         wall = time.monotonic() - t_start
+        # Sums over this process's rollouts, then over all processes (one small all-gather).
+        fams = sorted(families.FAMILIES) + ["ensemble", "none"]
+        local = np.array([
+            len(batch_rollouts), sum(x.reward for x in batch_rollouts),
+            sum(x.status == "ok" for x in batch_rollouts),
+            sum(x.duration_s for x in batch_rollouts),
+            sum(self.step - 1 - x.policy_version for x in batch_rollouts),
+            sum(x.prompt_kind == "improve" for x in batch_rollouts),
+            self.buffer.counters["dropped_stale"], self.counters["actions_done"],
+            busy["learner"] / max(wall, 1e-9), busy["sampler"] / max(wall, 1e-9),
+            *[sum(x.meta.get("family", "none") == f for x in batch_rollouts) for f in fams],
+            *[signed(self.best[t], self.tasks[t].is_lower_better) if t in self.best else -np.inf
+              for t in self.cfg.env.tasks]], np.float64)
+        tot = distributed.allgather_host(local)
+        n, agg = tot[:, 0].sum(), tot[:, :10].sum(0)
         m.update(
             step=self.step,
-            reward_mean=float(np.mean([x.reward for x in batch_rollouts])),
-            valid_frac=len(ok) / len(batch_rollouts),
-            duration_mean_s=float(np.mean([x.duration_s for x in batch_rollouts])),
-            staleness_mean=float(np.mean([self.step - 1 - x.policy_version
-                                          for x in batch_rollouts])),
-            dropped_stale=self.buffer.counters["dropped_stale"],
-            learner_busy_frac=busy["learner"] / max(wall, 1e-9),
-            sampler_busy_frac=busy["sampler"] / max(wall, 1e-9),
-            actions_done=self.counters["actions_done"],
+            reward_mean=float(agg[1] / n),
+            valid_frac=float(agg[2] / n),
+            duration_mean_s=float(agg[3] / n),
+            staleness_mean=float(agg[4] / n),
+            improve_frac=float(agg[5] / n),
+            dropped_stale=int(agg[6]),
+            actions_done=int(agg[7]),
+            learner_busy_frac=float(tot[:, 8].mean()),
+            sampler_busy_frac=float(tot[:, 9].mean()),
             wall_s=wall,
-            improve_frac=float(np.mean([x.prompt_kind == "improve" for x in batch_rollouts])),
         )
-        first = self.cfg.env.tasks[0]
-        if first in self.best:
-            m["best_score"] = self.best[first]
-        for tid, s in self.best.items():
-            m[f"best_score/{tid}"] = s
-        for fam, c in Counter(x.meta.get("family", "none") for x in batch_rollouts).items():
-            m[f"family/{fam}"] = c / len(batch_rollouts)
+        for i, fam in enumerate(fams):
+            c = tot[:, 10 + i].sum()
+            if c:
+                m[f"family/{fam}"] = float(c / n)
+        best = tot[:, 10 + len(fams):].max(0)
+        for tid, b in zip(self.cfg.env.tasks, best):
+            if np.isfinite(b):
+                m[f"best_score/{tid}"] = float(signed(b, self.tasks[tid].is_lower_better))
+        if f"best_score/{self.cfg.env.tasks[0]}" in m:
+            m["best_score"] = m[f"best_score/{self.cfg.env.tasks[0]}"]
         return m
+
+    def _agree(self, ready: bool) -> bool:
+        """Whether every process is ready to update; sets `_stopped` when any process was
+        asked to stop (then all leave the loop together). A collective when multi-process:
+        every process calls it once per turn of the loop."""
+        flags_ = np.array([[ready, self._stop is not None]], np.int32)
+        if self.nproc > 1:
+            flags_ = distributed.allgather_host(flags_[0])
+        if flags_[:, 1].any():
+            self._stopped = True
+            self._stop = self._stop or "stop_on_another_process"
+        return bool(flags_[:, 0].all()) and not self._stopped
 
     def _instrumenter_spec(self) -> str:
         """'ast' | 'none' | 'lm:<dir>': the frozen LM is the instrumenter checkpoint given, or
@@ -305,11 +364,12 @@ class Trainer:
         pool = ActorPool(cfg.actors.num_actors, work_kwargs=work,
                          action_timeout_s=lambda r: timeouts[r.task_id], **pool_kw)
         try:
-            while self.step < cfg.max_steps and self._stop is None:
+            while self.step < cfg.max_steps and not self._stopped:
                 if cfg.max_wall_s and time.monotonic() - t_start > cfg.max_wall_s:
-                    self._stop = "max_wall_s"
-                    break
-                if cfg.synchronous:
+                    self._stop = self._stop or "max_wall_s"
+                if self._stop is not None:
+                    pass                      # leave through `_agree`, with the others
+                elif cfg.synchronous:
                     self._sync_round(pool, busy)
                 else:
                     room = cfg.actors.max_in_flight - pool.in_flight()
@@ -319,10 +379,11 @@ class Trainer:
                         busy["sampler"] += time.monotonic() - t0
                     for done in pool.poll(timeout=0.0 if room > 0 else 0.2):
                         self._collect(done)
-                if self.buffer.ready(cfg.buffer.batch_size, self.step):
+                if self._agree(self.buffer.ready(self.local_batch, self.step)):
                     m = self._update(t_start, busy)
-                    self.metrics.log(self.step, m)
-                    progress.update(self.step, m)
+                    if self.metrics is not None:
+                        self.metrics.log(self.step, m)
+                        progress.update(self.step, m)
                     if self.step % cfg.checkpoint_every == 0:
                         self.save_checkpoint()
         finally:
@@ -331,11 +392,15 @@ class Trainer:
             pool.close()
             self.save_checkpoint(force=True)
             self.checkpointer.wait()
-            self.metrics.close()
+            if self.metrics is not None:
+                self.metrics.close()
         return self._finish(time.monotonic() - t_start)
 
     def _finish(self, wall: float) -> dict:
-        hf.save(self.learner.policy(), self.workdir / "policy", tokenizer=self._hf_tokenizer())
+        if self.proc != 0:
+            return {"updates": self.step, "process": self.proc, "stopped_by": self._stop}
+        # The sampler's copy is the whole current policy on this host's devices.
+        hf.save(self.sampler_policy, self.workdir / "policy", tokenizer=self._hf_tokenizer())
         metrics_file = self.workdir / "metrics.jsonl"
         if metrics_file.exists():
             metrics_log.plot_reward_curve(metrics_file, self.workdir / "reward_curve.png")

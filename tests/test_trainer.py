@@ -220,3 +220,51 @@ def test_same_run_on_one_device_and_on_a_2x2_mesh_of_4_cpu_devices(tmp_path, cac
     # Same seed and same (failing) actions: the first update sees the same batch, so its
     # losses agree across the two device layouts.
     np.testing.assert_allclose(out["one"][0]["vf_loss"], out["four"][0]["vf_loss"], atol=1e-4)
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def _two_processes(wd, cache, extra=(), n=2):
+    port = _free_port()
+    procs = [subprocess.Popen(
+        [sys.executable, str(ROOT / "experiments" / "run.py"), *COMMON, "--num_actors=1",
+         f"--workdir={wd}", f"--coordinator_address=localhost:{port}", f"--num_processes={n}",
+         f"--process_id={i}", *extra], cwd=ROOT, env=_env(cache), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True) for i in range(n)]
+    logs = [p.communicate(timeout=400)[0] for p in procs]
+    return [p.returncode for p in procs], logs
+
+
+def test_two_processes_on_localhost_train_checkpoint_and_resume_together(tmp_path, cache):
+    """The same program as 2 processes (jax.distributed over gloo, 1 CPU device each, one
+    global mesh): both reach the step limit in lockstep, process 0 alone writes the metrics,
+    one checkpoint holds both processes' host state, and both resume from it."""
+    wd = tmp_path / "mh"
+    codes, logs = _two_processes(wd, cache, ["--max_steps=2"])
+    assert codes == [0, 0], "\n\n".join(l[-2500:] for l in logs)
+    assert "done: process 1: 2 updates" in logs[1]
+    rows = _metrics(wd)
+    assert [r["step"] for r in rows] == [1, 2]
+    # Each update saw batch_size rollouts: 2 from each process.
+    assert all(0.0 <= r["valid_frac"] <= 1.0 and np.isfinite(r["reward_mean"]) for r in rows)
+    from mle_rl import checkpoint as ckpt
+    extra = ckpt.Checkpointer(wd / "checkpoints").read_extra()
+    assert len(extra["hosts"]) == 2
+    assert extra["hosts"][0]["host_rng"] != extra["hosts"][1]["host_rng"]
+    assert (wd / "policy" / "config.json").is_file()
+
+    codes, logs = _two_processes(wd, cache, ["--max_steps=3", "--resume"])
+    assert codes == [0, 0], "\n\n".join(l[-2500:] for l in logs)
+    assert "[resume] continuing at update 2" in logs[0] and "[resume] continuing at update 2" in logs[1]
+    assert [r["step"] for r in _metrics(wd)] == [1, 2, 3]
+
+    # A one-process resume of a two-process checkpoint is refused, with the reason.
+    r = subprocess.run([sys.executable, "experiments/run.py", *COMMON, "--max_steps=4",
+                        "--resume", f"--workdir={wd}"], cwd=ROOT, env=_env(cache),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "--num_processes" in r.stderr, r.stderr[-2000:]

@@ -53,3 +53,62 @@ def test_unknown_task_has_a_clear_error():
     combo = ap.all_combos("tabular", "binary")[0]
     with pytest.raises(ValueError, match="No program templates"):
         programs.render("no-such-task", combo)
+
+
+def _blocks(code: str) -> list[str]:
+    return [b for b in code.split("\n\n") if b.strip()]
+
+
+def _imported(tree) -> set:
+    return {a.asname or a.name.split(".")[0] for n in ast.walk(tree)
+            if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+
+
+def _called_classes(tree) -> set:
+    """Capitalized names called in `tree` (estimators, transformers, CV splitters)."""
+    return {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name) and n.func.id[:1].isupper()}
+
+
+@pytest.mark.parametrize("task_id", sorted(programs.TASK_INFO))
+def test_each_block_imports_what_it_calls(task_id):
+    """Dependencies stay local: every class a blank-line-separated block calls is imported
+    in that same block, and nothing a block imports goes unused there. (This is what lets
+    the tokenizer make a block one token and the policy compose programs block by block.)"""
+    info = programs.TASK_INFO[task_id]
+    for combo in ap.all_combos(info.modality, info.kind):
+        _, code = programs.render(task_id, combo)
+        for block in _blocks(code):
+            try:
+                tree = ast.parse(block)
+            except SyntaxError:          # a block of the span skeleton's helper functions
+                continue                 # spans a blank line; covered by the whole program
+            called, imported = _called_classes(tree), _imported(tree)
+            assert called <= imported, (combo.key, block)
+            names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+                n.value.id for n in ast.walk(tree)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+            assert imported <= names | {"np", "pd", "re", "Image"}, (combo.key, block)
+
+
+def test_blocks_of_two_programs_recombine():
+    """Swapping the model block of one program into another (same task) gives a program
+    whose every called class is still imported: the slots are interchangeable."""
+    combos = ap.all_combos("tabular", "binary")
+    _, a = programs.render("breast-cancer-diagnosis", combos[0])
+    for c in combos[1:40]:
+        _, b = programs.render("breast-cancer-diagnosis", c)
+        ba, bb = _blocks(a), _blocks(b)
+        mixed = "\n\n".join(ba[:2] + [bb[2]] + ba[3:])      # b's model block in a
+        tree = ast.parse(mixed)
+        assert _called_classes(tree) <= _imported(tree)
+
+
+@pytest.mark.parametrize("task_id", ["tabular-synth", "digit-images", "docstring-authorship"])
+def test_slow_combinations_are_skipped(task_id):
+    info = programs.TASK_INFO[task_id]
+    keep = ap.all_combos(info.modality, info.kind, lambda c: programs.skipped(info, c))
+    every = ap.all_combos(info.modality, info.kind)
+    assert 0 < len(keep) < len(every)
+    assert not any(programs.skipped(info, c) for c in keep)
+    assert len(ap.families(keep)) >= 7

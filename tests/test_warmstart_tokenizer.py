@@ -35,3 +35,29 @@ def test_chat_template_matches_user_turn(tmp_path):
     text = loaded.apply_chat_template([{"role": "user", "content": "Solve it."}],
                                       tokenize=False, add_generation_prompt=True)
     assert text == tok_lib.user_turn("Solve it.")
+
+
+BLOCK = ('from sklearn.ensemble import RandomForestClassifier\n'
+         'model = RandomForestClassifier(n_estimators=100, random_state=0)\n'
+         'grid = {"min_samples_leaf": [1, 5]}\n\n')
+
+
+def test_a_repeated_code_block_is_one_token():
+    """Paragraph pre-tokens: a block the corpus repeats becomes one token, imports and the
+    code that uses them together; an unseen block still round-trips byte-level."""
+    texts = [f"x = {i}\n\n" + BLOCK + "print(model)\n" for i in range(6)]
+    tok = tok_lib.train(texts, vocab_size=2000)
+    ids = tok(BLOCK, add_special_tokens=False)["input_ids"]
+    assert len(ids) == 1 and tok.decode(ids) == BLOCK
+    unseen = "from sklearn.svm import SVC\nmodel = SVC()\n\n"
+    assert tok.decode(tok(unseen, add_special_tokens=False)["input_ids"]) == unseen
+
+
+def test_numbered_listing_lines_are_separate_pre_tokens():
+    """Merges never cross the lines of an `lm_instrument.numbered` listing, so `after N:`
+    answers can point at single lines."""
+    from mle_rl.warmstart import lm_instrument
+    listing = lm_instrument.numbered("a = 1\nb = 2\nc = 3\n")
+    tok = tok_lib.train([listing] * 8, vocab_size=2000)
+    pieces = [tok.decode([i]) for i in tok(listing, add_special_tokens=False)["input_ids"]]
+    assert pieces == listing.splitlines(keepends=True)

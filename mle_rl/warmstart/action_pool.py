@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -117,10 +117,13 @@ def compatible(modality: str, kind: str, data: Strategy, model: Strategy,
     return True
 
 
-def all_combos(modality: str, kind: str) -> list[Combo]:
-    """Every compatible (data, model, learning) combination, in a fixed order."""
-    return [Combo(d, m, lr) for d in DATA for m in MODELS for lr in LEARNING
-            if compatible(modality, kind, d, m, lr)]
+def all_combos(modality: str, kind: str,
+               exclude: Optional[Callable[[Combo], bool]] = None) -> list[Combo]:
+    """Every compatible (data, model, learning) combination not `exclude`d, in a fixed
+    order."""
+    combos = [Combo(d, m, lr) for d in DATA for m in MODELS for lr in LEARNING
+              if compatible(modality, kind, d, m, lr)]
+    return [c for c in combos if exclude is None or not exclude(c)]
 
 
 def _vector(combo: Combo) -> np.ndarray:
@@ -133,10 +136,11 @@ def _vector(combo: Combo) -> np.ndarray:
     return np.concatenate([np.asarray(p) for p in parts])
 
 
-def choose_combos(modality: str, kind: str, n: int, seed: int = 0) -> list[Combo]:
+def choose_combos(modality: str, kind: str, n: int, seed: int = 0,
+                  exclude: Optional[Callable[[Combo], bool]] = None) -> list[Combo]:
     """`n` combinations by farthest-point sampling (random first point, ties broken at
     random): each next pick maximizes its distance to the closest pick so far."""
-    pool = all_combos(modality, kind)
+    pool = all_combos(modality, kind, exclude)
     if not pool:
         raise ValueError(f"No strategy combination fits modality {modality!r} and problem kind "
                          f"{kind!r}; add strategies for it to the action pool.")

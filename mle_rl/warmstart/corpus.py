@@ -39,6 +39,7 @@ class CorpusSettings:
     chain: int = 3
     seed: int = 0
     timeout_s: Optional[float] = None   # per program; default the task's own limit
+    workers: int = 2                    # programs run at once (each sandbox is 1-threaded)
 
     def key(self) -> str:
         src = b"".join(pathlib.Path(m.__file__).read_bytes() for m in (
@@ -49,10 +50,11 @@ class CorpusSettings:
 
 
 def run_steps(settings: CorpusSettings, log: Callable = print, pool=None) -> list[dict]:
-    """Renders and executes the programs; one dict per run (see module docstring)."""
-    steps = []
-    t0 = time.time()
-    total = len(settings.task_ids) * settings.n_per_task
+    """Renders and executes the programs, `settings.workers` at a time; one dict per run
+    (see module docstring), in a fixed order whatever the timing."""
+    import concurrent.futures as cf
+
+    jobs = []
     for task_id in settings.task_ids:
         info = programs.TASK_INFO.get(task_id)
         if info is None:
@@ -60,22 +62,30 @@ def run_steps(settings: CorpusSettings, log: Callable = print, pool=None) -> lis
                              f"{', '.join(programs.TASK_INFO)}.")
         task = tasks.get_task(task_id)
         combos = action_pool.choose_combos(info.modality, info.kind, settings.n_per_task,
-                                           seed=settings.seed)
-        for combo in combos:
-            plan, code = programs.render(task_id, combo)
-            res = action.run_code(task, code, plan=plan, pool=pool, instrumenter="ast",
-                                  timeout_s=settings.timeout_s)
-            steps.append({"task_id": task_id, "combo": combo.key, "family": combo.model.name,
-                          "plan": plan, "code": code, "status": res.status,
-                          "score": res.score, "duration_s": round(res.duration_s, 3),
-                          "hits": list(res.hits), "output": strip_nonces(res.stdout_tail),
-                          "error": res.stderr_tail[-1500:] if res.status != "ok" else "",
-                          "message": res.message})
-            done = len(steps)
-            log(f"  corpus {done}/{total} {task_id} {combo.key}: {res.status} "
-                f"score={res.score if res.score is None else round(res.score, 4)} "
-                f"({res.duration_s:.1f} s; {time.time() - t0:.0f} s elapsed)")
-    return steps
+                                           seed=settings.seed,
+                                           exclude=lambda c, i=info: programs.skipped(i, c))
+        jobs += [(task, combo) for combo in combos]
+    t0 = time.time()
+    done = [0]
+
+    def run(job):
+        task, combo = job
+        plan, code = programs.render(task.id, combo)
+        res = action.run_code(task, code, plan=plan, pool=pool, instrumenter="ast",
+                              timeout_s=settings.timeout_s)
+        done[0] += 1
+        log(f"  corpus {done[0]}/{len(jobs)} {task.id} {combo.key}: {res.status} "
+            f"score={res.score if res.score is None else round(res.score, 4)} "
+            f"({res.duration_s:.1f} s; {time.time() - t0:.0f} s elapsed)")
+        return {"task_id": task.id, "combo": combo.key, "family": combo.model.name,
+                "plan": plan, "code": code, "status": res.status,
+                "score": res.score, "duration_s": round(res.duration_s, 3),
+                "hits": list(res.hits), "output": strip_nonces(res.stdout_tail),
+                "error": res.stderr_tail[-1500:] if res.status != "ok" else "",
+                "message": res.message}
+
+    with cf.ThreadPoolExecutor(max(1, settings.workers)) as ex:
+        return list(ex.map(run, jobs))
 
 
 def _better(task_id: str, a: float, b: float) -> bool:

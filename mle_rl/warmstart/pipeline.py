@@ -24,7 +24,7 @@ from mle_rl.env import prompts, tasks
 from mle_rl.warmstart import corpus, lm_instrument, sft, sft_data, tokenizer as tok_lib
 
 MARKER = "warmstart.json"
-EXPECTED_MINUTES = 30
+EXPECTED_MINUTES = 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,8 +34,8 @@ class WarmStartSettings:
 
     task_ids: tuple = tasks.BUILTIN_TASKS
     holdout_tasks: tuple = ()
-    n_per_task: int = 16
-    vocab_size: int = 8192
+    n_per_task: int = 32
+    vocab_size: int = 16384
     budgets: sft_data.Budgets = sft_data.Budgets()
     sft: sft.SFTConfig = sft.SFTConfig()
     held_out_fraction: float = 0.05
@@ -76,16 +76,20 @@ def is_current(path, settings: WarmStartSettings) -> bool:
 
 def tokenizer_texts(steps, task_ids) -> list[str]:
     """What the BPE is trained on, weighted as the SFT data will be: per corpus program, its
-    task's solve prompt (full, approximate count) and the improve instructions, its plan,
-    code, output, numbered listing and instrumentation answer; plus every description."""
+    task's solve prompt (full, approximate count) and the improve instructions, its response
+    (plan and fenced code) and its code as an improve prompt shows it, its output, numbered
+    listing and instrumentation answer; plus every description."""
     full = {}
     for tid in task_ids:
         t = tasks.get_task(tid)
         full[tid] = prompts.solve_prompt(t, max_tokens=1 << 20)
     out = list(full.values())
     for s in steps:
+        code = s["code"].rstrip() + "\n"
         out += [full.get(s["task_id"], ""), prompts.IMPROVE_RULES, lm_instrument.HEADER,
-                s["plan"], s["code"], s["output"], lm_instrument.numbered(s["code"]),
+                sft_data.response_text(s["plan"], s["code"]),      # as a response
+                f"Plan: {s['plan']}\n\n```python\n{code}```\n\n",   # as in an improve prompt
+                s["output"], lm_instrument.numbered(s["code"]),
                 lm_instrument.reference_answer(s["code"])]
     return out
 
@@ -106,7 +110,7 @@ def build(out_dir, settings: WarmStartSettings = WarmStartSettings(), *,
     log(f"[1/4] expert corpus ({len(cs.task_ids)} tasks x {cs.n_per_task} programs)")
     if pool is None:
         from mle_rl.env.warm_pool import WarmPool
-        with WarmPool(size=1) as warm:
+        with WarmPool(size=cs.workers) as warm:
             cstats = corpus.build(corpus_dir, cs, log=log, pool=warm)
     else:
         cstats = corpus.build(corpus_dir, cs, log=log, pool=pool)

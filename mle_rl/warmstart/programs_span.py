@@ -86,45 +86,41 @@ CLASSIFIERS = {
 
 
 def render(info, combo: Combo) -> tuple[str, str]:
-    """(plan, code) of `combo` for the span task."""
-    from mle_rl.warmstart.programs import plan_sentence
+    """(plan, code) of `combo` for the span task (blocks as in `programs`: each imports what
+    it uses at its top)."""
+    from mle_rl.warmstart.programs import plan_text
 
     if combo.model.name not in CLASSIFIERS:
         raise ValueError(f"The span skeleton has no {combo.model.name!r} model.")
     imp, ctor = CLASSIFIERS[combo.model.name]
     if combo.learning.name == "early_stopping":
         ctor = ctor[:-1] + ", early_stopping=True)"
-    second_imp, second = "", ""
+    phrase = ""
     feats = CONTEXT if combo.data.name == "context" else SHAPE
     fit = "model.fit(X_tr, y_tr)\np_va = model.predict_proba(X_va)[:, 1]\n"
     refit = "model.fit(X, y)\npred = model.predict_proba(X_test)[:, 1]\n"
     if combo.learning.name == "ensemble":
-        if combo.model.name == "linear":
-            second_imp, second, phrase = CLASSIFIERS["extra_trees"][0], CLASSIFIERS[
-                "extra_trees"][1], "extra trees"
-        else:
-            second_imp, second, phrase = CLASSIFIERS["linear"][0], CLASSIFIERS["linear"][1], \
-                "logistic regression"
-        fit = (f"models = [model, {second}]\n"
+        other = "extra_trees" if combo.model.name == "linear" else "linear"
+        phrase = "extra trees" if other == "extra_trees" else "logistic regression"
+        second_imp, second = CLASSIFIERS[other]
+        fit = (second_imp + f"models = [model, {second}]\n"
                "p_va = np.mean([m.fit(X_tr, y_tr).predict_proba(X_va)[:, 1] for m in models], "
                "axis=0)\n")
         refit = ("pred = np.mean([m.fit(X, y).predict_proba(X_test)[:, 1] for m in models], "
                  "axis=0)\n")
     elif combo.learning.name not in ("holdout", "early_stopping"):
         raise ValueError(f"The span skeleton has no {combo.learning.name!r} learning idea.")
-    code = ("import re\nimport numpy as np\nimport pandas as pd\n" + imp + second_imp + "\n"
+    code = ("import re\nimport numpy as np\nimport pandas as pd\n\n"
             'train = pd.read_csv("input/train.csv")\ntest = pd.read_csv("input/test.csv")\n\n'
-            + ENTRY + feats + TABLE +
+            + imp + f"model = {ctor}\n\n" + ENTRY + feats + TABLE +
             "n_va = len(train) // 5\nvalid, fit_rows = train[:n_va], train[n_va:]\n"
             "X_tr, y_tr, _ = table(fit_rows, True)\nX_va, _, g_va = table(valid, True)\n"
             "X, y, _ = table(train, True)\nX_test, _, g_test = table(test, False)\n\n"
-            f"model = {ctor}\n" + fit +
-            "found = extract(valid, p_va, g_va)\n"
+            + fit + "found = extract(valid, p_va, g_va)\n"
             "print(\"validation Jaccard:\", np.mean([jaccard(a, b) for a, b in "
             "zip(found, valid[\"selected_text\"])]))\n" + refit + "\n"
             'sub = pd.DataFrame({"id": test["id"], "selected_text": extract(test, pred, g_test)})\n'
             'sub.to_csv("submission.csv", index=False)\nprint("wrote", sub.shape)\n')
-    plan = plan_sentence(info, combo, second and phrase)
-    plan = plan.replace("I will use", "I will find the parameter's entry and score each word "
-                        "as the start of its description with", 1)
+    plan = ("Approach: find the parameter's entry and score each word as the start of its "
+            "description.\n" + plan_text(info, combo, phrase))
     return plan, code

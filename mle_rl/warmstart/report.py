@@ -17,6 +17,13 @@ def total_minutes(summary: dict) -> float:
     return (summary["build_seconds"] + extra) / 60
 
 
+def _counts(r: dict) -> str:
+    """Families by how often the samples chose them, e.g. "hist_gb 9, mlp 6"."""
+    fc = r.get("family_counts") or {f: "?" for f in r["families"]}
+    return ", ".join(f"{f} {c}" for f, c in sorted(fc.items(), key=lambda x: -x[1]
+                                                     if isinstance(x[1], int) else 0))
+
+
 def closing_note(summary: dict, results: Sequence[dict]) -> str:
     c, t, s = summary["corpus"], summary["tokenizer"], summary["sft"]
     lines = [
@@ -73,14 +80,15 @@ def markdown(summary: dict, results: Sequence[dict], settings) -> str:
     if results:
         n = results[0]["samples"]
         out += ["", f"## The policy: {n} samples per task", "",
-                "| task | valid | statuses | families | >=3 prints (all valid; LM-accepted) | "
+                "| task | valid | statuses | families (samples each) | "
+                ">=3 prints (all valid; LM-accepted) | "
                 "LM instrumenter (calls/accepted/fallbacks) | best score |",
                 "|---|---|---|---|---|---|---|"]
         for r in results:
             li = r["lm_instrumenter"]
             held = " (held out)" if r["task"] in settings.holdout_tasks else ""
             out.append(f"| {r['task']}{held} | {r['valid']}/{r['samples']} | {r['statuses']} | "
-                       f"{r['n_families']}: {', '.join(r['families'])} | {r['hits_ge3']}/"
+                       f"{r['n_families']}: {_counts(r)} | {r['hits_ge3']}/"
                        f"{r['valid_with_hits']}; {r['lm_hits_ge3']}/{r['lm_accepted_valid']} | "
                        f"{li['calls']}/{li['accepted']}/"
                        f"{li['fallbacks']} | {_fmt(r['best_score'])} |")

@@ -35,10 +35,10 @@ class SFTConfig:
     lr: float = 2e-3
     warmup_steps: int = 10
     weight_decay: float = 0.0
-    max_epochs: float = 8.0
-    time_budget_s: float = 660.0
+    max_epochs: float = 10.0
+    time_budget_s: float = 600.0
     tokens_per_batch: int = 2048
-    buckets: tuple = (320, 640)
+    buckets: tuple = (128, 192, 256, 384, 640)
     eval_every: int = 20
     chunk_size: int = 256
     seed: int = 0

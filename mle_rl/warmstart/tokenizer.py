@@ -19,6 +19,15 @@ CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['cont
                  "{% endif %}")
 
 
+# Pre-tokens (merges never cross them): a paragraph (a run of non-empty lines and the blank
+# lines after it), except that each line of a numbered listing (`lm_instrument.numbered`)
+# stands alone. So a code block the corpus repeats (a blank-line-separated block of
+# `programs`: its imports and its statements) becomes a single token, and a program is about
+# ten tokens: the policy composes whole blocks, and one token carries a block's imports
+# together with the code that uses them. Anything else still tokenizes, byte-level.
+PRETOKEN = r"[ \d]{3}\| [^\n]*\n|(?:(?![ \d]{3}\| )[^\n]+\n)+\n*|[^\n]+|\n+"
+
+
 def user_turn(prompt: str) -> str:
     """The text before the response: what `apply_chat_template` with a generation prompt
     renders for one user message."""
@@ -31,10 +40,8 @@ def train(texts: Iterable[str], vocab_size: int = 4096, min_frequency: int = 2):
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
-    # Lines are the pre-tokens: a merge may span words, so a line the corpus repeats
-    # becomes a single token (templated code compresses several-fold).
     tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(r"[^\n]*\n|[^\n]+"), behavior="isolated"),
+        pre_tokenizers.Split(Regex(PRETOKEN), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
