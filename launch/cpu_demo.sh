@@ -16,7 +16,8 @@
 #                full no_duration_weights no_instrumentation; 0 1 2; 1200]
 #   OUT          runs: OUT/<task>/{before.*,rl/,after.*}, OUT/ablations/   [runs/cpu_demo]
 #   REPORT       the markdown report                     [experiments/results/cpu_demo.md]
-#   WARM_FLAGS   flags for launch/warm_start.sh ["--eval_samples=0": we evaluate here]
+#   WARM_FLAGS   flags for launch/warm_start.sh ["--eval_samples=0 --report_dir=OUT/warm_start":
+#                we evaluate here, and experiments/results/warm_start.md stays as it is]
 #   EXTRA_FLAGS  more flags for run.py AND evaluate.py;  EVAL_FLAGS  evaluate.py only
 #   FORCE=1      redo steps whose output exists (by default a restarted demo skips them)
 set -euo pipefail
@@ -47,7 +48,7 @@ ABL_SEEDS="${ABL_SEEDS:-0 1 2}"
 ABL_WALL="${ABL_WALL:-1200}"
 OUT="${OUT:-runs/cpu_demo}"
 REPORT="${REPORT:-experiments/results/cpu_demo.md}"
-WARM_FLAGS="${WARM_FLAGS:---eval_samples=0}"
+WARM_FLAGS="${WARM_FLAGS:---eval_samples=0 --report_dir=$OUT/warm_start}"
 EXTRA_FLAGS="${EXTRA_FLAGS:-}"
 EVAL_FLAGS="${EVAL_FLAGS:-}"
 read -r -a warm <<< "$WARM_FLAGS"
@@ -77,9 +78,9 @@ step_once() {   # step_once OUTPUT LOG CMD...: run CMD unless OUTPUT exists (FOR
 }
 
 n_abl=$(( $(wc -w <<< "$ABL_VARIANTS") * $(wc -w <<< "$ABL_SEEDS") ))
-echo "[cpu_demo] plan: warm start (~30 min), then ${#tasks[@]} tasks x (best-of-$N, RL" \
+echo "[cpu_demo] plan: warm start (~20 min), then ${#tasks[@]} tasks x (best-of-$N, RL" \
      "$WALL s, best-of-$N), then $n_abl ablation runs x $ABL_WALL s on $ABL_TASK;" \
-     "at least $(( (1800 + ${#tasks[@]} * WALL + n_abl * ABL_WALL) / 60 )) min of" \
+     "at least $(( (1200 + ${#tasks[@]} * WALL + n_abl * ABL_WALL) / 60 )) min of" \
      "training before evaluations. Runs: $OUT; report: $REPORT"
 if [[ "$DRY_RUN" != 1 ]]; then
   mkdir -p "$OUT"

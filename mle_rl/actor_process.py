@@ -123,11 +123,14 @@ def default_work(request, ctx: ActorContext) -> ActionResult:
             warm_pool = sandbox.WarmPool(**kw["warm_pool"])
             ctx.resources.append(warm_pool)
         ctx.cache["warm_pool"] = warm_pool
-    return action.run_action(
+    instrumenter = _instrumenter(kw.get("instrumenter", "ast"), ctx)
+    before = (instrumenter.accepted, instrumenter.fallbacks) if hasattr(
+        instrumenter, "fallbacks") else None
+    result = action.run_action(
         tasks[request.task_id],
         request.response,
         nonce=request.nonce,
-        instrumenter=_instrumenter(kw.get("instrumenter", "ast"), ctx),
+        instrumenter=instrumenter,
         reward_scheme=kw.get("reward_scheme", "rl4mle"),
         prev_score=request.prev_score,
         prev_code=request.prev_code,
@@ -135,6 +138,12 @@ def default_work(request, ctx: ActorContext) -> ActionResult:
         memory_mb=kw.get("memory_mb"),
         pool=ctx.cache["warm_pool"],
     )
+    if before is not None:       # the frozen LM: did it instrument this program, or the AST?
+        if instrumenter.accepted > before[0]:
+            result = dataclasses.replace(result, instrumented_by="lm")
+        elif instrumenter.fallbacks > before[1]:
+            result = dataclasses.replace(result, instrumented_by="lm_fallback")
+    return result
 
 
 # ---------------------------------------------------------------- parent side

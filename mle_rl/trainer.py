@@ -255,7 +255,7 @@ class Trainer:
             prompt_tokens=info["prompt_tokens"], response_tokens=info["response_tokens"],
             logprobs=info["logprobs"], policy_version=info["version"], reward=r.reward,
             duration_s=r.duration_s, status=r.status, score=r.score, prompt_kind=p.kind,
-            meta={"family": fam, "hits": len(r.hits)}))
+            meta={"family": fam, "hits": len(r.hits), "lm": r.instrumented_by}))
 
     # ------------------------------------------------------------------ learning
     def _update(self, t_start: float, busy: dict) -> dict:
@@ -275,13 +275,16 @@ class Trainer:
             sum(x.duration_s for x in batch_rollouts),
             sum(self.step - 1 - x.policy_version for x in batch_rollouts),
             sum(x.prompt_kind == "improve" for x in batch_rollouts),
+            sum(x.meta.get("hits", 0) for x in batch_rollouts),
+            sum(x.meta.get("lm") == "lm" for x in batch_rollouts),
+            sum(x.meta.get("lm") == "lm_fallback" for x in batch_rollouts),
             self.buffer.counters["dropped_stale"], self.counters["actions_done"],
             busy["learner"] / max(wall, 1e-9), busy["sampler"] / max(wall, 1e-9),
             *[sum(x.meta.get("family", "none") == f for x in batch_rollouts) for f in fams],
             *[signed(self.best[t], self.tasks[t].is_lower_better) if t in self.best else -np.inf
               for t in self.cfg.env.tasks]], np.float64)
         tot = distributed.allgather_host(local)
-        n, agg = tot[:, 0].sum(), tot[:, :10].sum(0)
+        n, agg = tot[:, 0].sum(), tot[:, :13].sum(0)
         m.update(
             step=self.step,
             reward_mean=float(agg[1] / n),
@@ -289,17 +292,20 @@ class Trainer:
             duration_mean_s=float(agg[3] / n),
             staleness_mean=float(agg[4] / n),
             improve_frac=float(agg[5] / n),
-            dropped_stale=int(agg[6]),
-            actions_done=int(agg[7]),
-            learner_busy_frac=float(tot[:, 8].mean()),
-            sampler_busy_frac=float(tot[:, 9].mean()),
+            hits_mean=float(agg[6] / n),
+            dropped_stale=int(agg[9]),
+            actions_done=int(agg[10]),
+            learner_busy_frac=float(tot[:, 11].mean()),
+            sampler_busy_frac=float(tot[:, 12].mean()),
             wall_s=wall,
         )
+        if agg[7] + agg[8]:          # the frozen-LM instrumenter ran on this batch's programs
+            m["lm_instrument_accept_frac"] = float(agg[7] / (agg[7] + agg[8]))
         for i, fam in enumerate(fams):
-            c = tot[:, 10 + i].sum()
+            c = tot[:, 13 + i].sum()
             if c:
                 m[f"family/{fam}"] = float(c / n)
-        best = tot[:, 10 + len(fams):].max(0)
+        best = tot[:, 13 + len(fams):].max(0)
         for tid, b in zip(self.cfg.env.tasks, best):
             if np.isfinite(b):
                 m[f"best_score/{tid}"] = float(signed(b, self.tasks[tid].is_lower_better))

@@ -82,3 +82,28 @@ def test_frozen_model_instrumenter_counts_fallbacks(tmp_path):
     res = inst_.instrument(CODE, "n0nce")
     assert res.code == inst.AstInstrumenter().instrument(CODE, "n0nce").code
     assert inst_.stats() == {"calls": 1, "accepted": 0, "fallbacks": 1}
+
+
+def test_actor_work_reports_who_instrumented_each_program(tmp_path):
+    """In an actor with `--instrument=lm`, each result says whether the frozen LM's prints
+    were used ("lm") or refused and replaced by the AST's ("lm_fallback"); the trainer
+    turns that into `lm_instrument_accept_frac`."""
+    from mle_rl import actor_process as ap
+    from mle_rl.actors import ActionRequest
+    from mle_rl.warmstart import action_pool, programs
+
+    combo = action_pool.choose_combos("tabular", "binary", 1)[0]
+    plan, code = programs.render("breast-cancer-diagnosis", combo)
+    response = f"{plan}\n\n```python\n{code}```"
+    kinds = []
+    for answer in (lmi.reference_answer, lambda code: "after 999: print(1)\n"):
+        ctx = ap.ActorContext(0, {"instrumenter": "lm:unused", "cache_dir": str(tmp_path)})
+        ctx.cache["lm_instrumenter"] = lmi.LMInstrumenter(
+            lambda prompt, a=answer: a(code))
+        req = ActionRequest(request_id=0, task_id="breast-cancer-diagnosis", response=response,
+                            policy_version=0, nonce="n0nce1")
+        res = ap.default_work(req, ctx)
+        assert res.status == "ok", res.stderr_tail
+        assert len(res.hits) >= 3
+        kinds.append(res.instrumented_by)
+    assert kinds == ["lm", "lm_fallback"]

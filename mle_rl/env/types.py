@@ -78,6 +78,7 @@ class ActionResult:
     plan: str = ""
     code: str = ""
     message: str = ""             # one sentence for a person: why it failed, if it did
+    instrumented_by: str = ""     # "lm" | "lm_fallback" (the LM's answer was refused) | ""
 
     def to_json(self) -> dict:
         return {
@@ -89,4 +90,5 @@ class ActionResult:
             "stdout_tail": self.stdout_tail,
             "stderr_tail": self.stderr_tail,
             "message": self.message,
+            "instrumented_by": self.instrumented_by,
         }

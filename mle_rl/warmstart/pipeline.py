@@ -121,7 +121,7 @@ def build(out_dir, settings: WarmStartSettings = WarmStartSettings(), *,
 
     log(f"[2/4] tokenizer (byte-level BPE, vocab {settings.vocab_size})")
     t0 = time.time()
-    texts = tokenizer_texts(steps, settings.task_ids)
+    texts = tokenizer_texts(steps, settings.train_tasks)   # nothing of held-out tasks
     tok = tok_lib.train(texts, vocab_size=settings.vocab_size)
     code_texts = [s["code"] for s in steps]
     bpt_all = tok_lib.bytes_per_token(tok, texts)
