@@ -84,6 +84,11 @@ def make_prompt_source(cfg: RunConfig, tasks: dict, archive: Archive, count_toke
     return MixedSource(own, expert, cfg.env.expert_fraction)
 
 
+def _bucket(n: int, cap: int, smallest: int = 16) -> int:
+    """`n` rounded up to a power of two (at least `smallest`), at most `cap`."""
+    return min(cap, max(smallest, 1 << max(n - 1, 0).bit_length()))
+
+
 class Trainer:
     """`work_fn` (a "module:function" run by each actor; default: the real environment)
     and `work_kwargs` replace what actors do, for benchmarks with synthetic actions."""
@@ -260,8 +265,15 @@ class Trainer:
     # ------------------------------------------------------------------ learning
     def _update(self, t_start: float, busy: dict) -> dict:
         batch_rollouts = self.buffer.take(self.local_batch, self.step)
-        batch = rbuf.collate(batch_rollouts, self.cfg.sampling.max_prompt_tokens,
-                             self.cfg.sampling.max_new_tokens, self.pad_id)
+        # Pad to the batch's own lengths rounded up to powers of two (the same on every
+        # process), not to the budgets: a few compiled shapes, far fewer padded tokens.
+        longest = distributed.allgather_host(np.array([
+            max(len(x.prompt_tokens) for x in batch_rollouts),
+            max(max(len(x.response_tokens) for x in batch_rollouts), 1)])).max(0)
+        batch = rbuf.collate(batch_rollouts,
+                             _bucket(int(longest[0]), self.cfg.sampling.max_prompt_tokens),
+                             _bucket(int(longest[1]), self.cfg.sampling.max_new_tokens),
+                             self.pad_id)
         t0 = time.monotonic()
         m = self.learner.update(batch)
         self._refresh_sampler()

@@ -133,4 +133,8 @@ def parent_main(num_actors: int, from_thread: bool) -> None:
 
 
 if __name__ == "__main__":
+    import faulthandler
+    import signal
+
+    faulthandler.register(signal.SIGUSR1, all_threads=True)   # a test may ask for stacks
     parent_main(int(sys.argv[1]), from_thread=sys.argv[2] == "thread")

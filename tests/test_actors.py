@@ -242,8 +242,16 @@ def test_parent_death_leaves_no_orphan_actors(sig, started_from):
         # Spawn did not re-run the parent's script in the actors (a trainer's would
         # import JAX in each one).
         assert report["actor_main_file"] == "None"
+        time.sleep(0.5)          # the parent is in its poll loop, as a trainer would be
         parent.send_signal(sig)
-        parent.wait(timeout=20)
+        try:
+            parent.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            parent.send_signal(signal.SIGUSR1)   # faulthandler: every thread's stack
+            time.sleep(1.0)
+            parent.kill()
+            pytest.fail("the parent did not exit within 20 s of the signal; its stderr, "
+                        f"with its threads' stacks:\n{parent.communicate()[1][-6000:]}")
         assert not _wait_gone(pids, timeout=10.0), "actors outlived their parent"
     finally:
         if parent.poll() is None:
