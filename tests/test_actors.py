@@ -225,6 +225,14 @@ def test_close_returns_unfinished_and_leaves_no_processes(tmp_path):
         pool.submit(_request(3))
 
 
+def _default_sigint():
+    """In the parent script's process, before exec: SIGINT unblocked and at its default, as
+    a trainer started from a shell has it. (In some full test runs the parent ignored
+    SIGINT: a disposition or mask inherited from the test process, not from the pool.)"""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig,started_from", [
     (signal.SIGKILL, "main"), (signal.SIGKILL, "thread"), (signal.SIGINT, "main")])
 def test_parent_death_leaves_no_orphan_actors(sig, started_from):
@@ -232,7 +240,8 @@ def test_parent_death_leaves_no_orphan_actors(sig, started_from):
         [str(REPO), str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
     parent = subprocess.Popen(
         [sys.executable, str(TESTS_DIR / "actor_work.py"), "2", started_from],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=_default_sigint)
     try:
         line = parent.stdout.readline()
         assert line, f"the parent script printed nothing; stderr: {parent.stderr.read()}"
@@ -247,11 +256,13 @@ def test_parent_death_leaves_no_orphan_actors(sig, started_from):
         try:
             parent.wait(timeout=20)
         except subprocess.TimeoutExpired:
+            status = pathlib.Path(f"/proc/{parent.pid}/status").read_text()
+            masks = [ln for ln in status.splitlines() if ln.startswith(("SigBlk", "SigIgn"))]
             parent.send_signal(signal.SIGUSR1)   # faulthandler: every thread's stack
             time.sleep(1.0)
             parent.kill()
-            pytest.fail("the parent did not exit within 20 s of the signal; its stderr, "
-                        f"with its threads' stacks:\n{parent.communicate()[1][-6000:]}")
+            pytest.fail(f"the parent did not exit within 20 s of the signal ({masks}); its "
+                        f"stderr, with its threads' stacks:\n{parent.communicate()[1][-6000:]}")
         assert not _wait_gone(pids, timeout=10.0), "actors outlived their parent"
     finally:
         if parent.poll() is None:
