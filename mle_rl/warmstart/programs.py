@@ -7,9 +7,9 @@ uses at its top, and the model block also names its small search grid (`grid`), 
 dependency is local: a block depends only on the task and the blocks just before it. Any
 choice of one block per slot is a valid program, and a small policy learns the corpus as
 "one block per slot" rather than as long-range agreements between a header of imports and
-code far below. The plan names the three ideas on three lines, in the order of the code. The span task (docstring parameter
-spans) has its own skeleton (`programs_span.py`): a per-word "description starts here"
-classifier.
+code far below. The plan names the three ideas on three lines, in the order of the code.
+The span task (docstring parameter spans) has its own skeleton (`programs_span.py`): a
+per-word "description starts here" classifier.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from mle_rl.warmstart.action_pool import Combo
 @dataclasses.dataclass(frozen=True)
 class TaskInfo:
     """What a program needs to know of a task. kind: binary | multiclass | regression |
-    multireg | span; targets: target column(s) of train.csv."""
+    multireg | span; targets: target column(s) of train.csv (for reference: programs find
+    them from the data, as the train columns that test lacks)."""
 
     modality: str
     kind: str
