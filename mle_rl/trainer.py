@@ -84,11 +84,6 @@ def make_prompt_source(cfg: RunConfig, tasks: dict, archive: Archive, count_toke
     return MixedSource(own, expert, cfg.env.expert_fraction)
 
 
-def _bucket(n: int, cap: int, smallest: int = 16) -> int:
-    """`n` rounded up to a power of two (at least `smallest`), at most `cap`."""
-    return min(cap, max(smallest, 1 << max(n - 1, 0).bit_length()))
-
-
 class Trainer:
     """`work_fn` (a "module:function" run by each actor; default: the real environment)
     and `work_kwargs` replace what actors do, for benchmarks with synthetic actions."""
@@ -269,61 +264,65 @@ class Trainer:
         # process), not to the budgets: a few compiled shapes, far fewer padded tokens.
         longest = distributed.allgather_host(np.array([
             max(len(x.prompt_tokens) for x in batch_rollouts),
-            max(max(len(x.response_tokens) for x in batch_rollouts), 1)])).max(0)
+            max(len(x.response_tokens) for x in batch_rollouts)])).max(0)
         batch = rbuf.collate(batch_rollouts,
-                             _bucket(int(longest[0]), self.cfg.sampling.max_prompt_tokens),
-                             _bucket(int(longest[1]), self.cfg.sampling.max_new_tokens),
+                             min(sampling.bucket(longest[0], 16),
+                                 self.cfg.sampling.max_prompt_tokens),
+                             min(sampling.bucket(longest[1], 16),
+                                 self.cfg.sampling.max_new_tokens),
                              self.pad_id)
         t0 = time.monotonic()
         m = self.learner.update(batch)
         self._refresh_sampler()
         busy["learner"] += time.monotonic() - t0
-        wall = time.monotonic() - t_start
-        # Sums over this process's rollouts, then over all processes (one small all-gather).
-        fams = sorted(families.FAMILIES) + ["ensemble", "none"]
-        local = np.array([
-            len(batch_rollouts), sum(x.reward for x in batch_rollouts),
-            sum(x.status == "ok" for x in batch_rollouts),
-            sum(x.duration_s for x in batch_rollouts),
-            sum(self.step - 1 - x.policy_version for x in batch_rollouts),
-            sum(x.prompt_kind == "improve" for x in batch_rollouts),
-            sum(x.meta.get("hits", 0) for x in batch_rollouts),
-            sum(x.meta.get("lm") == "lm" for x in batch_rollouts),
-            sum(x.meta.get("lm") == "lm_fallback" for x in batch_rollouts),
-            self.buffer.counters["dropped_stale"], self.counters["actions_done"],
-            busy["learner"] / max(wall, 1e-9), busy["sampler"] / max(wall, 1e-9),
-            *[sum(x.meta.get("family", "none") == f for x in batch_rollouts) for f in fams],
-            *[signed(self.best[t], self.tasks[t].is_lower_better) if t in self.best else -np.inf
-              for t in self.cfg.env.tasks]], np.float64)
-        tot = distributed.allgather_host(local)
-        n, agg = tot[:, 0].sum(), tot[:, :13].sum(0)
-        m.update(
-            step=self.step,
-            reward_mean=float(agg[1] / n),
-            valid_frac=float(agg[2] / n),
-            duration_mean_s=float(agg[3] / n),
-            staleness_mean=float(agg[4] / n),
-            improve_frac=float(agg[5] / n),
-            hits_mean=float(agg[6] / n),
-            dropped_stale=int(agg[9]),
-            actions_done=int(agg[10]),
-            learner_busy_frac=float(tot[:, 11].mean()),
-            sampler_busy_frac=float(tot[:, 12].mean()),
-            wall_s=wall,
-        )
-        if agg[7] + agg[8]:          # the frozen-LM instrumenter ran on this batch's programs
-            m["lm_instrument_accept_frac"] = float(agg[7] / (agg[7] + agg[8]))
-        for i, fam in enumerate(fams):
-            c = tot[:, 13 + i].sum()
-            if c:
-                m[f"family/{fam}"] = float(c / n)
-        best = tot[:, 13 + len(fams):].max(0)
-        for tid, b in zip(self.cfg.env.tasks, best):
-            if np.isfinite(b):
-                m[f"best_score/{tid}"] = float(signed(b, self.tasks[tid].is_lower_better))
+        m.update(step=self.step, **self._batch_metrics(batch_rollouts, t_start, busy))
         if f"best_score/{self.cfg.env.tasks[0]}" in m:
             m["best_score"] = m[f"best_score/{self.cfg.env.tasks[0]}"]
         return m
+
+    def _batch_metrics(self, rollouts: list, t_start: float, busy: dict) -> dict:
+        """Metrics of one update's batch: sums over this process's rollouts, reduced over
+        all processes (one small all-gather)."""
+        wall = time.monotonic() - t_start
+        fams = sorted(families.FAMILIES) + ["ensemble", "none"]
+        meta = [x.meta for x in rollouts]
+        sums = {                                     # summed over processes
+            "n": len(rollouts), "reward": sum(x.reward for x in rollouts),
+            "ok": sum(x.status == "ok" for x in rollouts),
+            "duration": sum(x.duration_s for x in rollouts),
+            "staleness": sum(self.step - 1 - x.policy_version for x in rollouts),
+            "improve": sum(x.prompt_kind == "improve" for x in rollouts),
+            "hits": sum(m.get("hits", 0) for m in meta),
+            "lm": sum(m.get("lm") == "lm" for m in meta),
+            "lm_fallback": sum(m.get("lm") == "lm_fallback" for m in meta),
+            "dropped_stale": self.buffer.counters["dropped_stale"],
+            "actions_done": self.counters["actions_done"],
+            **{f"family/{f}": sum(m.get("family", "none") == f for m in meta) for f in fams}}
+        means = {"learner_busy_frac": busy["learner"] / max(wall, 1e-9),   # averaged
+                 "sampler_busy_frac": busy["sampler"] / max(wall, 1e-9)}
+        best = [signed(self.best[t], self.tasks[t].is_lower_better) if t in self.best
+                else -np.inf for t in self.cfg.env.tasks]               # max over processes
+        rows = distributed.allgather_host(
+            np.array([*sums.values(), *means.values(), *best], np.float64))
+        k, j = len(sums), len(sums) + len(means)
+        tot = dict(zip(sums, rows[:, :k].sum(0)))
+        n = tot["n"]
+        out = dict(reward_mean=float(tot["reward"] / n), valid_frac=float(tot["ok"] / n),
+                   duration_mean_s=float(tot["duration"] / n),
+                   staleness_mean=float(tot["staleness"] / n),
+                   improve_frac=float(tot["improve"] / n), hits_mean=float(tot["hits"] / n),
+                   dropped_stale=int(tot["dropped_stale"]),
+                   actions_done=int(tot["actions_done"]),
+                   **{k_: float(v) for k_, v in zip(means, rows[:, k:j].mean(0))},
+                   wall_s=wall)
+        lm_runs = tot["lm"] + tot["lm_fallback"]    # programs the frozen LM instrumented
+        if lm_runs:
+            out["lm_instrument_accept_frac"] = float(tot["lm"] / lm_runs)
+        out.update({k_: float(v / n) for k_, v in tot.items() if k_.startswith("family/") and v})
+        for tid, b in zip(self.cfg.env.tasks, rows[:, j:].max(0)):
+            if np.isfinite(b):
+                out[f"best_score/{tid}"] = float(signed(b, self.tasks[tid].is_lower_better))
+        return out
 
     def _agree(self, ready: bool) -> bool:
         """Whether every process is ready to update; sets `_stopped` when any process was
@@ -359,6 +358,21 @@ class Trainer:
             for done in pool.poll(timeout=0.2):
                 self._collect(done)
 
+    def _act(self, pool: ActorPool, busy: Counter):
+        """One turn of acting: a whole synchronous round, or (asynchronous) top up the
+        actions in flight and collect whatever finished."""
+        cfg = self.cfg
+        if cfg.synchronous:
+            self._sync_round(pool, busy)
+            return
+        room = cfg.actors.max_in_flight - pool.in_flight()
+        if room > 0:
+            t0 = time.monotonic()
+            self._sample(pool, min(room, cfg.sampling.sample_batch))
+            busy["sampler"] += time.monotonic() - t0
+        for done in pool.poll(timeout=0.0 if room > 0 else 0.2):
+            self._collect(done)
+
     # ------------------------------------------------------------------ main loop
     def _on_signal(self, signum, frame):
         if self._stop is not None:                      # second signal: stop right away
@@ -385,18 +399,8 @@ class Trainer:
             while self.step < cfg.max_steps and not self._stopped:
                 if cfg.max_wall_s and time.monotonic() - t_start > cfg.max_wall_s:
                     self._stop = self._stop or "max_wall_s"
-                if self._stop is not None:
-                    pass                      # leave through `_agree`, with the others
-                elif cfg.synchronous:
-                    self._sync_round(pool, busy)
-                else:
-                    room = cfg.actors.max_in_flight - pool.in_flight()
-                    if room > 0:
-                        t0 = time.monotonic()
-                        self._sample(pool, min(room, cfg.sampling.sample_batch))
-                        busy["sampler"] += time.monotonic() - t0
-                    for done in pool.poll(timeout=0.0 if room > 0 else 0.2):
-                        self._collect(done)
+                if self._stop is None:      # a stopping process only joins `_agree` below
+                    self._act(pool, busy)
                 if self._agree(self.buffer.ready(self.local_batch, self.step)):
                     m = self._update(t_start, busy)
                     if self.metrics is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import pathlib
 import random
@@ -66,15 +67,14 @@ def run_steps(settings: CorpusSettings, log: Callable = print, pool=None) -> lis
                                            exclude=lambda c, i=info: programs.skipped(i, c))
         jobs += [(task, combo) for combo in combos]
     t0 = time.time()
-    done = [0]
+    done = itertools.count(1)      # next() is atomic: safe from the worker threads
 
     def run(job):
         task, combo = job
         plan, code = programs.render(task.id, combo)
         res = action.run_code(task, code, plan=plan, pool=pool, instrumenter="ast",
                               timeout_s=settings.timeout_s)
-        done[0] += 1
-        log(f"  corpus {done[0]}/{len(jobs)} {task.id} {combo.key}: {res.status} "
+        log(f"  corpus {next(done)}/{len(jobs)} {task.id} {combo.key}: {res.status} "
             f"score={res.score if res.score is None else round(res.score, 4)} "
             f"({res.duration_s:.1f} s; {time.time() - t0:.0f} s elapsed)")
         return {"task_id": task.id, "combo": combo.key, "family": combo.model.name,
