@@ -99,16 +99,18 @@ for v in $VARIANTS; do
     train+=("${extra[@]}")
     if [[ -n "$vflag" ]]; then train+=("$vflag"); fi
     train+=("--workdir=$d/run")
-    echo "[ablations] $v, seed $s: training"
-    if ! run "$d/train.log" "${train[@]}"; then
+    if [[ -e "$d/run/summary.json" && "${FORCE:-0}" != 1 ]]; then
+      echo "[ablations] $v, seed $s: trained already ($d/run/summary.json)"
+    elif echo "[ablations] $v, seed $s: training"; ! run "$d/train.log" "${train[@]}"; then
       echo "[ablations] $v seed $s: training FAILED; see $d/train.log"; failed=1; continue
     fi
     ev=("$PY" experiments/evaluate.py "--seed=$s" ${undefok:+"--undefok=$undefok"}
         "${extra[@]}" "${evalx[@]}")
     if [[ -n "$MLEBENCH_DIR" ]]; then ev+=("--mlebench_dir=$MLEBENCH_DIR"); fi
     ev+=("--policy_dir=$d/run/policy" "--tasks=$TASK" "--n=$N" "--out=$d/eval")
-    echo "[ablations] $v, seed $s: best-of-$N evaluation"
-    if ! run "$d/eval.log" "${ev[@]}"; then
+    if [[ -e "$d/eval.json" && "${FORCE:-0}" != 1 ]]; then
+      echo "[ablations] $v, seed $s: evaluated already ($d/eval.json)"
+    elif echo "[ablations] $v, seed $s: best-of-$N evaluation"; ! run "$d/eval.log" "${ev[@]}"; then
       echo "[ablations] $v seed $s: evaluation FAILED; see $d/eval.log"; failed=1
     fi
   done

@@ -107,6 +107,18 @@ for t in "${tasks[@]}"; do
   step=$((step + 1))
 done
 
+# The ablations' "full" run with the demo's seed is the same command as the demo's own RL run
+# on that task when the budgets match: link that run and its evaluation instead of redoing it.
+if [[ "$DRY_RUN" != 1 && ",$TASKS," == *",$ABL_TASK,"* && "$ABL_WALL" == "$WALL" \
+      && " $ABL_SEEDS " == *" $SEED "* && " $ABL_VARIANTS " == *" full "* \
+      && -e "$OUT/$ABL_TASK/rl/summary.json" && -e "$OUT/$ABL_TASK/after.json" ]]; then
+  full="$OUT/ablations/full/seed$SEED"
+  src="$(cd "$OUT/$ABL_TASK" && pwd)"
+  mkdir -p "$full"
+  ln -sfn "$src/rl" "$full/run"
+  ln -sf "$src/after.json" "$full/eval.json"
+  echo "[cpu_demo] ablation full/seed$SEED is the RL run of $ABL_TASK above (linked, not rerun)"
+fi
 echo "[cpu_demo] $step. ablations on $ABL_TASK: $ABL_VARIANTS; seeds $ABL_SEEDS; $ABL_WALL s each"
 TASK="$ABL_TASK" FLAGFILE=experiments/tabular.flags VARIANTS="$ABL_VARIANTS" \
   SEEDS="$ABL_SEEDS" STEPS="$STEPS" WALL="$ABL_WALL" N="$N" OUT="$OUT/ablations" \
