@@ -38,6 +38,8 @@ def parse_args(argv=None):
     ap.add_argument("--cores", type=int, default=None,
                     help="pin the process (both sides) to this many cores; default: all")
     ap.add_argument("--quick", action="store_true", help="batch 4, 64 new tokens, 2 repeats")
+    ap.add_argument("--malloc", choices=("tcmalloc", "system"), default="tcmalloc",
+                    help="allocator of the whole process (both sides); tcmalloc when installed")
     args = ap.parse_args(argv)
     if args.quick:
         args.batch, args.new_tokens, args.repeats = 4, 64, 2
@@ -60,7 +62,9 @@ def bench_ours(model, prompts, new_tokens, temperature, repeats):
     print(f"    ours: warm-up (compile) {time.perf_counter() - t:.2f} s", flush=True)
     if not (out.lengths == new_tokens).all():
         raise RuntimeError(f"ours: expected {new_tokens} tokens per row, got {out.lengths}.")
-    return common.median(common.time_runs(run, repeats, warmup=0, label="ours"))
+    cpu = []
+    wall = common.time_runs(run, repeats, warmup=0, label="ours", cpu=cpu)
+    return common.median(wall), common.median(cpu)
 
 
 def bench_hf(ref, prompts, new_tokens, temperature, repeats):
@@ -85,7 +89,9 @@ def bench_hf(ref, prompts, new_tokens, temperature, repeats):
     if out.shape != (ids.shape[0], ids.shape[1] + new_tokens):
         raise RuntimeError(f"transformers: expected {new_tokens} new tokens, got shape "
                            f"{tuple(out.shape)}.")
-    return common.median(common.time_runs(run, repeats, warmup=0, label="transformers"))
+    cpu = []
+    wall = common.time_runs(run, repeats, warmup=0, label="transformers", cpu=cpu)
+    return common.median(wall), common.median(cpu)
 
 
 def bench_split(model, prompts, new_tokens, repeats):
@@ -109,6 +115,7 @@ def bench_split(model, prompts, new_tokens, repeats):
 
 def main(argv=None):
     args = parse_args(argv)
+    common.setup_allocator(args.malloc)
     threads = common.setup_threads(args.cores)
     import numpy as np
     from mle_rl.models import config, qwen2
@@ -132,15 +139,18 @@ def main(argv=None):
     n_tok = args.batch * args.new_tokens
     rows = []
     for name, temp in modes:
-        t_hf = bench_hf(ref, prompts, args.new_tokens, temp, args.repeats)
-        t_ours = bench_ours(model, prompts, args.new_tokens, temp, args.repeats)
-        rows.append((name, n_tok / t_ours, n_tok / t_hf, t_hf / t_ours))
-        print(f"  [{name}] ours {t_ours:.3f} s, transformers {t_hf:.3f} s", flush=True)
+        t_hf, c_hf = bench_hf(ref, prompts, args.new_tokens, temp, args.repeats)
+        t_ours, c_ours = bench_ours(model, prompts, args.new_tokens, temp, args.repeats)
+        rows.append((name, n_tok / t_ours, n_tok / t_hf, t_hf / t_ours, c_hf / c_ours))
+        print(f"  [{name}] ours {t_ours:.3f} s ({c_ours:.3f} CPU s), transformers {t_hf:.3f} s "
+              f"({c_hf:.3f} CPU s)", flush=True)
 
-    print(f"\n{'mode':<12}{'ours tok/s':>12}{'HF tok/s':>12}{'ratio':>8}")
-    for name, ours, theirs, ratio in rows:
-        print(f"{name:<12}{ours:>12.0f}{theirs:>12.0f}{ratio:>7.2f}x")
+    print(f"\n{'mode':<12}{'ours tok/s':>12}{'HF tok/s':>12}{'ratio':>8}{'CPU-s ratio':>13}")
+    for name, ours, theirs, ratio, cpu_ratio in rows:
+        print(f"{name:<12}{ours:>12.0f}{theirs:>12.0f}{ratio:>7.2f}x{cpu_ratio:>12.2f}x")
     print(f"\nratio (sample T=1, ours / transformers): {rows[0][3]:.2f}x  (target >= 2.0x)")
+    print(f"CPU-seconds ratio (transformers / ours): {rows[0][4]:.2f}x (with --cores 1 this is "
+          "robust to other load on the machine)")
 
     if args.split:
         t_pre = bench_split(model, prompts, args.new_tokens, args.repeats)

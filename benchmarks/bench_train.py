@@ -4,7 +4,8 @@ One step = forward + backward + AdamW update on a batch of random tokens [B, T] 
 next-token cross-entropy (logits of positions 0..T-2 against tokens 1..T-1, mean over
 B * (T-1) targets). Same weights on both sides (our tiny model, `hf.save`d and loaded by
 transformers, float32, `--attn sdpa` by default). Ours: `nnx.split` state + `optax.adamw`,
-the whole step one `jax.jit` with params and optimizer state donated. Reference:
+the whole step one `jax.jit` with params and optimizer state donated; the loss uses the
+library's `losses.chunked_token_logprobs` (what SFT and PPO use) with one chunk per sequence. Reference:
 `transformers` Qwen2ForCausalLM in eager mode with `torch.optim.AdamW` (same lr, betas, eps,
 weight decay). Tokens/s = B * T / median step seconds (after one warm-up step).
 
@@ -39,6 +40,8 @@ def parse_args(argv=None):
     ap.add_argument("--cores", type=int, default=None,
                     help="pin the process (both sides) to this many cores; default: all")
     ap.add_argument("--quick", action="store_true", help="batch 2 x 128, 3 timed steps")
+    ap.add_argument("--malloc", choices=("tcmalloc", "system"), default="tcmalloc",
+                    help="allocator of the whole process (both sides); tcmalloc when installed")
     args = ap.parse_args(argv)
     if args.quick:
         args.batch, args.seq, args.steps = 2, 128, 3
@@ -67,15 +70,19 @@ def jax_step_fn(model):
     import jax
     import optax
     from flax import nnx
+    from mle_rl.rl import losses
 
     graphdef, params = nnx.split(model)
     tx = optax.adamw(LR, b1=BETAS[0], b2=BETAS[1], eps=EPS, weight_decay=WD)
     opt_state = tx.init(params)
 
     def loss_fn(params, tokens):
-        logits = nnx.merge(graphdef, params)(tokens)                    # [B, T, V] f32
-        return optax.softmax_cross_entropy_with_integer_labels(
-            logits[:, :-1], tokens[:, 1:]).mean()
+        # The library's token log-probs (SFT and PPO use them), one chunk per sequence.
+        model = nnx.merge(graphdef, params)
+        h, _ = model.hidden_states(tokens)                              # all T, as torch
+        logp = losses.chunked_token_logprobs(h[:, :-1], model.lm_head_kernel(), tokens[:, 1:],
+                                             chunk_size=tokens.shape[1])
+        return -logp.mean()
 
     @jax.jit
     def loss_only(params, tokens):
@@ -102,8 +109,9 @@ def bench_ours(model, tokens_np, steps):
         state["p"], state["o"], loss = step(state["p"], state["o"], tokens)
         state["loss"] = jax.block_until_ready(loss)
 
-    times = common.time_runs(run, steps, warmup=1, label="ours")
-    return common.median(times), loss0, float(state["loss"])
+    cpu = []
+    times = common.time_runs(run, steps, warmup=1, label="ours", cpu=cpu)
+    return common.median(times), common.median(cpu), loss0, float(state["loss"])
 
 
 def bench_torch(ref, tokens_np, steps):
@@ -130,12 +138,14 @@ def bench_torch(ref, tokens_np, steps):
         opt.step()
         last["loss"] = float(loss.detach())
 
-    times = common.time_runs(run, steps, warmup=1, label="torch")
-    return common.median(times), loss0, last["loss"]
+    cpu = []
+    times = common.time_runs(run, steps, warmup=1, label="torch", cpu=cpu)
+    return common.median(times), common.median(cpu), loss0, last["loss"]
 
 
 def main(argv=None):
     args = parse_args(argv)
+    common.setup_allocator(args.malloc)
     threads = common.setup_threads(args.cores)
     import numpy as np
     from mle_rl.models import config, qwen2
@@ -159,11 +169,11 @@ def main(argv=None):
     print(f"matmul peak (f32 2048^3): jax {peak['jax']:.1f}, torch {peak['torch']:.1f} "
           f"GFLOP/s -> peak {peak['peak']:.1f} GFLOP/s", flush=True)
 
-    t_torch, l0_torch, l1_torch = bench_torch(ref, tokens, args.steps)
+    t_torch, c_torch, l0_torch, l1_torch = bench_torch(ref, tokens, args.steps)
     print(f"  torch eager: {t_torch:.3f} s/step (loss {l0_torch:.4f} -> {l1_torch:.4f})",
           flush=True)
     del ref
-    t_ours, l0_ours, l1_ours = bench_ours(model, tokens, args.steps)
+    t_ours, c_ours, l0_ours, l1_ours = bench_ours(model, tokens, args.steps)
     print(f"  ours (jit):  {t_ours:.3f} s/step (loss {l0_ours:.4f} -> {l1_ours:.4f})", flush=True)
     if abs(l0_ours - l0_torch) > 1e-3 * max(1.0, abs(l0_torch)):
         print(f"WARNING: initial losses differ ({l0_ours} vs {l0_torch}): not the same model?")
@@ -177,6 +187,9 @@ def main(argv=None):
         gf = fpt * n_tok / t / 1e9
         print(f"{name:<14}{n_tok / t:>10.0f}{gf:>10.1f}{100 * gf / peak['peak']:>7.1f}%")
     print(f"\nratio (tokens/s, ours / torch eager): {t_torch / t_ours:.2f}x  (target >= 1.0x)")
+    print(f"CPU seconds per step (process, all threads): ours {c_ours:.3f}, torch {c_torch:.3f}"
+          f" -> ratio {c_torch / c_ours:.2f}x (with --cores 1 this is robust to other load on "
+          "the machine; with more cores idle-spinning threads count too)")
     return 0
 
 

@@ -30,6 +30,21 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def setup_allocator(choice: str) -> None:
+    """'tcmalloc': re-execute this benchmark with tcmalloc preloaded when the machine has it
+    (what our entry points do, see `mle_rl/allocator.py`); 'system': keep glibc malloc.
+    Both sides of a comparison run in this one process, so both get the same allocator.
+    Call it first in main()."""
+    from mle_rl import allocator
+    if choice == "system":
+        if allocator.loaded():
+            raise SystemExit(f"--malloc=system, but {allocator.loaded()} is already loaded "
+                             "(LD_PRELOAD?); unset it first.")
+        os.environ[allocator.ENV_CHOICE] = "system"   # and for any child process
+        return
+    allocator.reexec_with_tcmalloc()
+
+
 def setup_threads(cores: int | None = None) -> int:
     """Give torch as many intra-op threads as XLA:CPU uses. Returns that number.
 
@@ -52,7 +67,13 @@ def thread_report() -> str:
     import torch
     return (f"cores={sorted(os.sched_getaffinity(0))}  torch.get_num_threads()={torch.get_num_threads()}"
             f"  torch.get_num_interop_threads()={torch.get_num_interop_threads()}\n"
-            f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}  jax devices={jax.devices()}")
+            f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}  jax devices={jax.devices()}\n"
+            f"allocator: {_allocator_name()}")
+
+
+def _allocator_name() -> str:
+    from mle_rl import allocator
+    return allocator.loaded() or "glibc malloc (system)"
 
 
 def machine_report() -> str:
@@ -73,9 +94,10 @@ def machine_report() -> str:
 
 
 def time_runs(fn: Callable[[], object], repeats: int, warmup: int = 1,
-              label: str | None = None) -> list[float]:
+              label: str | None = None, cpu: list | None = None) -> list[float]:
     """Wall-clock seconds of `repeats` calls of fn() after `warmup` untimed calls; with
-    `label`, prints one progress line per call.
+    `label`, prints one progress line per call. With a list `cpu`, appends each timed
+    call's CPU seconds of this whole process (all threads, user + system) to it.
 
     fn must block until its result is ready (call `jax.block_until_ready` inside)."""
     for i in range(warmup):
@@ -85,9 +107,12 @@ def time_runs(fn: Callable[[], object], repeats: int, warmup: int = 1,
             print(f"    {label}: warm-up {i + 1} {time.perf_counter() - t:.2f} s", flush=True)
     times = []
     for i in range(repeats):
+        c = time.process_time()
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
+        if cpu is not None:
+            cpu.append(time.process_time() - c)
         if label:
             print(f"    {label}: run {i + 1}/{repeats} {times[-1]:.2f} s", flush=True)
     return times

@@ -65,4 +65,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    from mle_rl import allocator
+    allocator.reexec_with_tcmalloc()  # XLA:CPU temporaries without page faults
     app.run(main)

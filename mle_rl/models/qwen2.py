@@ -19,6 +19,7 @@ from typing import Optional
 
 import chex
 import jax
+import numpy as np
 import jax.numpy as jnp
 from flax import nnx
 
@@ -40,6 +41,29 @@ def _param(rngs: nnx.Rngs, shape, names, dtype, std=0.02, zeros=False, ones=Fals
     else:
         value = (std * jax.random.normal(rngs.params(), shape, jnp.float32)).astype(dtype)
     return nnx.Param(value, axes=names)
+
+
+# Projections that read the same input (q/k/v; gate/up) run as one matmul over concatenated
+# kernels when many tokens go through at once (training, prefill). Decode steps (a few
+# positions per row) keep separate matmuls: concatenating the kernels would copy them on
+# every step.
+FUSE_PROJECTIONS = True
+FUSE_MIN_TOKENS = 256
+
+
+def _fuse(x) -> bool:
+    """Whether x [B, T, D] goes through fused projections (static: shapes only)."""
+    return FUSE_PROJECTIONS and x.shape[1] >= 16 and x.shape[0] * x.shape[1] >= FUSE_MIN_TOKENS
+
+
+def _fused_matmul(x, kernels, biases=None):
+    """x @ concat(kernels, axis=1) (+ concat(biases)), in x's dtype."""
+    dtype = x.dtype
+    w = jnp.concatenate([k[...].astype(dtype) for k in kernels], axis=1)
+    y = x @ w
+    if biases is not None:
+        y = y + jnp.concatenate([b_[...].astype(dtype) for b_ in biases])
+    return y
 
 
 class RMSNorm(nnx.Module):
@@ -92,9 +116,16 @@ class Attention(nnx.Module):
         `cache_index` first. Returns (y [B, T, D], new cache or None)."""
         b, t, _ = x.shape
         dtype = x.dtype
-        q = (x @ self.q_kernel[...].astype(dtype) + self.q_bias[...].astype(dtype))
-        k = (x @ self.k_kernel[...].astype(dtype) + self.k_bias[...].astype(dtype))
-        v = (x @ self.v_kernel[...].astype(dtype) + self.v_bias[...].astype(dtype))
+        if _fuse(x):
+            # One [D, (H + 2 KV) hd] matmul instead of three, forward and backward.
+            qkv = _fused_matmul(x, (self.q_kernel, self.k_kernel, self.v_kernel),
+                                (self.q_bias, self.k_bias, self.v_bias))
+            q, k, v = jnp.split(qkv, [self.num_heads * self.head_dim,
+                                      (self.num_heads + self.num_kv_heads) * self.head_dim], -1)
+        else:
+            q = (x @ self.q_kernel[...].astype(dtype) + self.q_bias[...].astype(dtype))
+            k = (x @ self.k_kernel[...].astype(dtype) + self.k_bias[...].astype(dtype))
+            v = (x @ self.v_kernel[...].astype(dtype) + self.v_bias[...].astype(dtype))
         q = apply_rotary(q.reshape(b, t, self.num_heads, self.head_dim), cos, sin)
         k = apply_rotary(k.reshape(b, t, self.num_kv_heads, self.head_dim), cos, sin)
         v = v.reshape(b, t, self.num_kv_heads, self.head_dim)
@@ -128,8 +159,9 @@ class Attention(nnx.Module):
     def _attend(self, qg, k, v, key_valid, query_slot):
         """qg [B, kv, G, T, hd]; k, v [B, kv, S, hd]; key_valid [B, S]; query_slot [T]."""
         s = k.shape[2]
-        scores = jnp.einsum("bkgtd,bksd->bkgts", qg, k,
-                            preferred_element_type=jnp.float32) / jnp.sqrt(float(self.head_dim))
+        # Scale the queries, not the [.., T, S] scores: T*hd multiplies instead of T*S.
+        qg = qg * jnp.asarray(1.0 / np.sqrt(self.head_dim), qg.dtype)
+        scores = jnp.einsum("bkgtd,bksd->bkgts", qg, k, preferred_element_type=jnp.float32)
         causal = jnp.arange(s)[None, :] <= query_slot[:, None]               # [T, S]
         mask = causal[None, :, :] & key_valid[:, None, :]                    # [B, T, S]
         scores = jnp.where(mask[:, None, None, :, :], scores, _MASK_VALUE)
@@ -148,8 +180,11 @@ class MLP(nnx.Module):
 
     def __call__(self, x):
         dtype = x.dtype
-        g = x @ self.gate_kernel[...].astype(dtype)
-        u = x @ self.up_kernel[...].astype(dtype)
+        if _fuse(x):
+            g, u = jnp.split(_fused_matmul(x, (self.gate_kernel, self.up_kernel)), 2, -1)
+        else:
+            g = x @ self.gate_kernel[...].astype(dtype)
+            u = x @ self.up_kernel[...].astype(dtype)
         return (jax.nn.silu(g) * u) @ self.down_kernel[...].astype(dtype)
 
 
@@ -190,9 +225,11 @@ class Qwen2(nnx.Module):
             return self.embed[...].T
         return self.lm_head[...]
 
-    def logits_from_hidden(self, h: jax.Array) -> jax.Array:
-        """h [..., D] -> float32 logits [..., V]."""
-        return jnp.einsum("...d,dv->...v", h, self.lm_head_kernel().astype(h.dtype),
+    def logits_from_hidden(self, h: jax.Array, kernel: Optional[jax.Array] = None) -> jax.Array:
+        """h [..., D] -> float32 logits [..., V]; `kernel` [D, V] replaces
+        `lm_head_kernel()` (the sampler passes a copy laid out for its decode loop)."""
+        kernel = self.lm_head_kernel() if kernel is None else kernel
+        return jnp.einsum("...d,dv->...v", h, kernel.astype(h.dtype),
                           preferred_element_type=jnp.float32)
 
     def hidden_states(self, tokens: jax.Array, attention_mask: Optional[jax.Array] = None,

@@ -266,10 +266,13 @@ def entropy_from_logits(logits: chex.Array, mask: Optional[chex.Array] = None) -
 def _chunk_logprobs(hidden: chex.Array, kernel: chex.Array, targets: chex.Array,
                     temperature: Numeric) -> tuple[chex.Array, chex.Array]:
   """``[B, C, D], [D, V], [B, C] -> ([B, C], [B, C])``: target log-prob and entropy."""
-  logits = jnp.einsum("bcd,dv->bcv", hidden, kernel, preferred_element_type=jnp.float32)
-  logp = jax.nn.log_softmax(logits / temperature, axis=-1)
-  tok = jnp.take_along_axis(logp, targets[..., None], axis=-1, mode="clip")[..., 0]
-  ent = -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+  z = jnp.einsum("bcd,dv->bcv", hidden, kernel, preferred_element_type=jnp.float32)
+  z = z / temperature
+  # log p(y) = z_y - logsumexp(z) and H = logsumexp(z) - sum_v p_v z_v: no [B, C, V]
+  # log-softmax buffer (one pass fewer over the logits, forward and backward).
+  lse = jax.nn.logsumexp(z, axis=-1)
+  tok = jnp.take_along_axis(z, targets[..., None], axis=-1, mode="clip")[..., 0] - lse
+  ent = lse - jnp.sum(jnp.exp(z - lse[..., None]) * z, axis=-1)
   return tok, ent
 
 
