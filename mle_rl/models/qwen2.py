@@ -19,8 +19,8 @@ from typing import Optional
 
 import chex
 import jax
-import numpy as np
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from mle_rl.models.config import ModelConfig
