@@ -189,11 +189,15 @@ def progress_line(step: int, max_steps: Optional[int], metrics: dict,
 
 
 class Progress:
-    """Prints `progress_line` (plus elapsed time and ETA) at most every `every_s` seconds."""
+    """Prints `progress_line` (plus elapsed time and ETA) at most every `every_s` seconds.
+
+    The ETA is the sooner of the step budget at the current pace and, with `max_wall_s`,
+    what is left of the wall-clock budget."""
 
     def __init__(self, max_steps: Optional[int], *, every_s: float = 10.0, start_step: int = 0,
-                 keys: Sequence = PROGRESS_KEYS, stream=None):
+                 keys: Sequence = PROGRESS_KEYS, stream=None, max_wall_s: Optional[float] = None):
         self.max_steps, self.every_s, self.keys = max_steps, every_s, keys
+        self.max_wall_s = max_wall_s
         self.stream = stream if stream is not None else sys.stderr
         self._start_step = start_step
         self._t0 = time.monotonic()
@@ -211,7 +215,10 @@ class Progress:
         line += f" | {_duration(elapsed)}"
         done = step - self._start_step
         if self.max_steps and done > 0 and step < self.max_steps:
-            line += f" | eta {_duration(elapsed / done * (self.max_steps - step))}"
+            eta = elapsed / done * (self.max_steps - step)
+            if self.max_wall_s:
+                eta = min(eta, max(self.max_wall_s - elapsed, 0.0))
+            line += f" | eta {_duration(eta)}"
         print(line, file=self.stream, flush=True)
         return line
 

@@ -388,7 +388,8 @@ class Trainer:
                     instrumenter=self.instrumenter, reward_scheme=cfg.env.reward,
                     timeout_s=cfg.env.timeout_s, memory_mb=cfg.env.memory_mb,
                     warm_pool={"size": 1} if cfg.actors.warm_pool else None)
-        progress = metrics_log.Progress(cfg.max_steps, start_step=self.step)
+        progress = metrics_log.Progress(cfg.max_steps, start_step=self.step,
+                                        max_wall_s=cfg.max_wall_s)
         busy = Counter()
         t_start = time.monotonic()
         work.update(self.extra_work_kwargs)

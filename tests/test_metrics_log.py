@@ -132,6 +132,11 @@ def test_progress_line_and_throttle():
     last = p.update(10, m)                       # ... except at the end
     assert last is not None and "eta" not in last
     assert out.getvalue().count("\n") == 3 and "| eta " in out.getvalue().splitlines()[0]
+    # A wall-clock budget caps the ETA: 100000 steps at any pace, but 1 h of budget.
+    p = ml.Progress(100000, every_s=0.0, stream=io.StringIO(), max_wall_s=3600.0)
+    p._t0 -= 60.0                                # one step took a minute
+    line = p.update(1, m)
+    assert " | 1m00s | eta 59m00s" in line, line
 
 
 def test_plot_and_summary(tmp_path):
