@@ -9,9 +9,11 @@ an EOS id. Decoding runs in phases whose cache grows (prompt + 64 generation slo
 128, 256, ...), so a step attends over about the filled part of the cache: at most
 log2(G / 64) + 1 decode compilations per prompt bucket, each reused by later calls.
 
-Sampling draws one uniform per row against the cumulative probabilities (inverse CDF), which
-is cheaper on CPU than one Gumbel draw per vocabulary entry. Top-p sorts only when
-`top_p < 1`. Temperature 0 is greedy.
+Sampling draws one uniform per row against the cumulative (unnormalised) probabilities
+(inverse CDF), which is cheaper on CPU than one Gumbel draw per vocabulary entry, and the
+log-prob of the drawn token is `logit - logsumexp(logits)` (no [B, V] log-softmax). Top-p
+sorts only when `top_p < 1`. Temperature 0 is greedy. On CPU a tied LM head is laid out as
+[D, V] once per decode call (see `_decode`).
 """
 
 from __future__ import annotations
