@@ -20,6 +20,7 @@ import math
 import os
 import pathlib
 import re
+import shutil
 import sys
 from typing import Optional
 
@@ -322,8 +323,34 @@ def family_table(workdir) -> str:
 # ----------------------------------------------------------------------------- cpu demo
 
 
+# What the CPU demo's report keeps beside itself (runs/ is not committed): per run, its
+# evaluations, summary, metrics and reward curve, under <report stem>_files/.
+_KEEP = ("before.json", "after.json", "eval.json", "run/summary.json", "run/metrics.jsonl",
+         "run/reward_curve.png", "rl/summary.json", "rl/metrics.jsonl", "rl/reward_curve.png")
+
+
+def keep_files(out_dir, md_path) -> pathlib.Path:
+    """Copy the demo's small result files next to the report; returns the copy's root."""
+    out_dir, md_path = pathlib.Path(out_dir), pathlib.Path(md_path)
+    dest = md_path.parent / f"{md_path.stem}_files"
+    for run in [out_dir / t for t in sorted(os.listdir(out_dir))] + \
+            sorted((out_dir / "ablations").glob("*/seed*")):
+        for rel in _KEEP:
+            src = run / rel
+            if src.is_file():
+                target = dest / src.relative_to(out_dir)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, target)
+    return dest
+
+
 def cpu_demo(out_dir, md_path) -> str:
     out_dir = pathlib.Path(out_dir)
+    files = keep_files(out_dir, md_path) if (out_dir / "cpu_demo.json").is_file() else None
+
+    def link(png):   # the kept copy when there is one
+        kept = files / png.relative_to(out_dir) if files else None
+        return _rel(kept if kept is not None and kept.is_file() else png, md_path)
     meta = _json(out_dir / "cpu_demo.json") or {}
     tasks = meta.get("tasks") or sorted(p.name for p in out_dir.iterdir()
                                         if (p / "rl").is_dir())
@@ -347,7 +374,7 @@ def cpu_demo(out_dir, md_path) -> str:
     lines += ["", "## Reward curves", ""]
     for t in tasks:
         png = out_dir / t / "rl" / "reward_curve.png"
-        lines.append(f"![{t}]({_rel(png, md_path)})" if png.is_file() else f"* {t}: no curve")
+        lines.append(f"![{t}]({link(png)})" if png.is_file() else f"* {t}: no curve")
     lines += ["", "## Model families chosen over training",
               "", "Share of each batch's programs by model family (from metrics.jsonl "
               "`family/*`), averaged over the early, middle and late thirds of training. A "
@@ -367,7 +394,7 @@ def cpu_demo(out_dir, md_path) -> str:
             for sd in sorted((abl / v).glob("seed*")) if (abl / v).is_dir() else []:
                 png = sd / "run" / "reward_curve.png"
                 if png.is_file():
-                    lines.append(f"* {v} {sd.name}: ![{v} {sd.name}]({_rel(png, md_path)})")
+                    lines.append(f"* {v} {sd.name}: ![{v} {sd.name}]({link(png)})")
     return "\n".join(lines) + "\n"
 
 
