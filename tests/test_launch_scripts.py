@@ -283,3 +283,12 @@ def test_family_phases_and_cpu_demo_report(tmp_path):
     assert row[2] == "no valid submission (0/32 valid)" and row[3] == "0.9000"
     assert "](../runs/tabular-synth/rl/reward_curve.png)" in md
     assert "| linear | 50% | 75% | 100% |" in md
+    # A real demo's directory (it has cpu_demo.json): the report keeps the small result
+    # files beside itself and links the kept curve, since runs/ is not committed.
+    (tmp_path / "runs" / "cpu_demo.json").write_text(json.dumps(
+        {"tasks": ["tabular-synth"], "n": 32, "wall_s": 900, "machine": "test"}))
+    assert report.main(["cpu_demo", f"--out_dir={tmp_path / 'runs'}", f"--out={rep}"]) == 0
+    kept = tmp_path / "results" / "cpu_demo_files" / "tabular-synth"
+    for rel in ("before.json", "after.json", "rl/metrics.jsonl", "rl/reward_curve.png"):
+        assert (kept / rel).is_file(), rel
+    assert "](cpu_demo_files/tabular-synth/rl/reward_curve.png)" in rep.read_text()
