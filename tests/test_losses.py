@@ -230,7 +230,8 @@ class ChunkedLogprobsTest(chex.TestCase):
     np.testing.assert_allclose(ent, ref_ent, rtol=1e-5, atol=1e-5)
 
   @chex.variants(with_jit=True, without_jit=True)
-  def test_gradients_match_naive(self):
+  @parameterized.parameters(C, 4 * T)  # several chunks (recomputed); one chunk (kept)
+  def test_gradients_match_naive(self, chunk):
     h, w, y = _inputs(1)
     coef = np.random.default_rng(2).normal(size=(B, T)).astype(np.float32)
 
@@ -241,7 +242,7 @@ class ChunkedLogprobsTest(chex.TestCase):
       return f
 
     chunked = loss(lambda h, w: losses.chunked_token_logprobs(
-        h, w, y, chunk_size=C, return_entropy=True))
+        h, w, y, chunk_size=chunk, return_entropy=True))
     naive = loss(lambda h, w: _naive_logprobs(h, w, y))
     gh, gw = self.variant(jax.grad(chunked, argnums=(0, 1)))(h, w)
     rh, rw = jax.grad(naive, argnums=(0, 1))(h, w)
