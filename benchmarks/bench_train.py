@@ -5,8 +5,8 @@ next-token cross-entropy (logits of positions 0..T-2 against tokens 1..T-1, mean
 B * (T-1) targets). Same weights on both sides (our tiny model, `hf.save`d and loaded by
 transformers, float32, `--attn sdpa` by default). Ours: `nnx.split` state + `optax.adamw`,
 the whole step one `jax.jit` with params and optimizer state donated; the loss uses the
-library's `losses.chunked_token_logprobs` (what SFT and PPO use) with one chunk per sequence. Reference:
-`transformers` Qwen2ForCausalLM in eager mode with `torch.optim.AdamW` (same lr, betas, eps,
+library's `losses.chunked_token_logprobs` (what SFT and PPO use) with one chunk per
+sequence. Reference: `transformers` Qwen2ForCausalLM in eager mode with `torch.optim.AdamW` (same lr, betas, eps,
 weight decay). Tokens/s = B * T / median step seconds (after one warm-up step).
 
 MFU = achieved model FLOP/s / measured matmul peak (float32 [2048, 2048] @ [2048, 2048],

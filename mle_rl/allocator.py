@@ -18,7 +18,6 @@ built from scratch (`env/sandbox_fs.sandbox_env`).
 
 from __future__ import annotations
 
-import glob
 import os
 import sys
 from typing import Optional
@@ -34,9 +33,9 @@ def find_tcmalloc() -> Optional[str]:
     """Path of an installed tcmalloc shared library, or None."""
     for d in _DIRS:
         for name in _NAMES:
-            hits = glob.glob(os.path.join(d, name))
-            if hits:
-                return hits[0]
+            path = os.path.join(d, name)
+            if os.path.isfile(path):
+                return path
     return None
 
 

@@ -200,8 +200,9 @@ def test_hung_actor_is_killed_after_its_limit_and_replaced(tmp_path):
         assert re.fullmatch(
             r"actor 0 did not answer within [\d.]+ s \(action limit 0.5 s \+ margin 0.5 s\); "
             r"killed and replaced", result.message), result.message
-        # Not declared hung before limit + margin; killed, not left to finish its 600 s.
-        assert 1.0 <= done[0].wall_s < 600.0
+        # Not declared hung before limit + margin (that it was killed, not left to finish
+        # its 600 s, is the "timeout" status above).
+        assert done[0].wall_s >= 1.0
         assert done[1].result.status == "ok"
         assert _gone(hung_pid) and pool.pids()[0] != hung_pid
         # What the actor started (a sandbox, here `sleep`) went with it.

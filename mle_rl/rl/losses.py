@@ -317,16 +317,15 @@ def chunked_token_logprobs(hidden: chex.Array,
   y = jnp.pad(targets.astype(jnp.int32), ((0, 0), (0, pad)))
   body = functools.partial(_chunk_logprobs, kernel=lm_head_kernel, temperature=temperature)
   if n == 1:
-    # One chunk holds the whole sequence: its logits are the largest buffer either way, so
-    # keep them for the backward pass instead of recomputing them.
+    # One chunk holds the whole sequence (c == t, no padding): its logits are the largest
+    # buffer either way, so keep them for the backward pass instead of recomputing them.
     tok, ent = body(h, targets=y)
-    tok, ent = tok[None], ent[None]
   else:
     h = h.reshape(b, n, c, d).transpose(1, 0, 2, 3)  # [n, B, C, D]
     y = y.reshape(b, n, c).transpose(1, 0, 2)  # [n, B, C]
     body = jax.checkpoint(body)
     tok, ent = jax.lax.map(lambda xs: body(xs[0], targets=xs[1]), (h, y))  # [n, B, C] each
-  unchunk = lambda x: x.transpose(1, 0, 2).reshape(b, n * c)[:, :t]
+    tok, ent = (x.transpose(1, 0, 2).reshape(b, n * c)[:, :t] for x in (tok, ent))
   if return_entropy:
-    return unchunk(tok), unchunk(ent)
-  return unchunk(tok)
+    return tok, ent
+  return tok
