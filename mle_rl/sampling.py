@@ -113,34 +113,53 @@ def _inverse_cdf(weights, u):
     return jnp.minimum(j * c + jnp.minimum(k, c - 1), v - 1).astype(jnp.int32)
 
 
-def _sample_token(logits, key, temperature, top_p, *, greedy: bool, use_top_p: bool):
-    """logits [B, V] f32 -> (token [B] int32, logprob [B] under the T=1 distribution)."""
+def _sample_token(logits, u, temperature, top_p, *, greedy: bool, use_top_p: bool):
+    """logits [B, V] f32, u [B] uniform in [0, 1) -> (token [B] int32, logprob [B] under the
+    T=1 distribution)."""
     if greedy:
         tok = jnp.argmax(logits, axis=-1).astype(jnp.int32)
     else:
         z = logits / temperature
         weights = jnp.exp(z - jnp.max(z, axis=-1, keepdims=True))   # unnormalised probs
-        u = jax.random.uniform(key, (logits.shape[0], 1), jnp.float32)
         if use_top_p:
             probs = weights / jnp.sum(weights, axis=-1, keepdims=True)
             order = jnp.argsort(-probs, axis=-1)
             sorted_p = jnp.take_along_axis(probs, order, axis=-1)
             keep = (jnp.cumsum(sorted_p, axis=-1) - sorted_p) < top_p   # the top token always
             cdf = jnp.cumsum(jnp.where(keep, sorted_p, 0.0), axis=-1)
-            j = jnp.sum(cdf < u * cdf[:, -1:], axis=-1)
+            j = jnp.sum(cdf < u[:, None] * cdf[:, -1:], axis=-1)
             j = jnp.minimum(j, jnp.sum(keep, axis=-1) - 1)
             tok = jnp.take_along_axis(order, j[:, None], axis=-1)[:, 0].astype(jnp.int32)
         else:
-            tok = _inverse_cdf(weights, u[:, 0])
+            tok = _inverse_cdf(weights, u)
     # log-softmax at the token only: no [B, V] log-prob buffer.
     picked = jnp.take_along_axis(logits, tok[:, None], axis=-1)[:, 0]
     return tok, picked - jax.nn.logsumexp(logits, axis=-1)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "prompt_bucket", "greedy", "use_top_p",
-                                             "cache_sharding"),
-                   donate_argnames=("cache", "out_tok", "out_lp", "out_mask"))
-def _decode(graphdef, state, logits, cache, key_valid, prompt_lens, done, start, stop, rng,
+# XLA:CPU compiler options of the decode loop. Its matmuls have a few rows (the batch):
+# YNNPACK's dot fusions (XLA's default for CPU dots) ran them 1.2-1.5x slower than XLA's
+# own dot emitter on the tiny model at batch 16 (whole 512-token calls, same process).
+# Training and prefill keep the default, where YNNPACK is faster.
+CPU_DECODE_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
+_DECODE_JITS = {}
+
+
+def _decode(*args, **kwargs):
+    """`_decode_loop` jitted for the default backend (with CPU_DECODE_COMPILER_OPTIONS on
+    CPU); the cache and the outputs are donated."""
+    backend = jax.default_backend()
+    fn = _DECODE_JITS.get(backend)
+    if fn is None:
+        fn = _DECODE_JITS[backend] = jax.jit(
+            _decode_loop, static_argnames=("graphdef", "prompt_bucket", "greedy", "use_top_p",
+                                           "cache_sharding"),
+            donate_argnames=("cache", "out_tok", "out_lp", "out_mask"),
+            compiler_options=CPU_DECODE_COMPILER_OPTIONS if backend == "cpu" else None)
+    return fn(*args, **kwargs)
+
+
+def _decode_loop(graphdef, state, logits, cache, key_valid, prompt_lens, done, start, stop, rng,
             temperature, top_p, eos_ids, pad_id, out_tok, out_lp, out_mask, *, prompt_bucket,
             greedy, use_top_p, cache_sharding):
     """Decode steps i in [start, stop) (stopping early once every row is done) with a cache
@@ -164,9 +183,9 @@ def _decode(graphdef, state, logits, cache, key_valid, prompt_lens, done, start,
         return (carry[0] < stop) & ~jnp.all(carry[4])
 
     def body(carry):
-        i, logits, cache, key_valid, done, rng, out_tok, out_lp, out_mask = carry
-        rng, key = jax.random.split(rng)
-        tok, lp = _sample_token(logits, key, temperature, top_p, greedy=greedy, use_top_p=use_top_p)
+        i, logits, cache, key_valid, done, out_tok, out_lp, out_mask = carry
+        u = jax.lax.dynamic_index_in_dim(uniforms, i, keepdims=False)
+        tok, lp = _sample_token(logits, u, temperature, top_p, greedy=greedy, use_top_p=use_top_p)
         live = ~done
         tok = jnp.where(live, tok, pad_id)
         out_tok = out_tok.at[:, i].set(tok)
@@ -180,10 +199,16 @@ def _decode(graphdef, state, logits, cache, key_valid, prompt_lens, done, start,
                                        fused_kernels=fused)
         cache = _constrain_cache(cache, cache_sharding)
         logits = model.logits_from_hidden(h[:, 0], kernel=head)
-        return i + 1, logits, cache, key_valid, done, rng, out_tok, out_lp, out_mask
+        return i + 1, logits, cache, key_valid, done, out_tok, out_lp, out_mask
 
-    carry = (start, logits, cache, key_valid, done, rng, out_tok, out_lp, out_mask)
-    return jax.lax.while_loop(cond, body, carry)[1:]
+    # One uniform per (step, row), drawn before the loop: a draw inside the loop body is two
+    # small threefry while-loops per step on CPU (~100 extra thunks per token).
+    rng, key = jax.random.split(rng)
+    uniforms = jax.random.uniform(key, (out_tok.shape[1], out_tok.shape[0]), jnp.float32)
+    carry = (start, logits, cache, key_valid, done, out_tok, out_lp, out_mask)
+    _, logits, cache, key_valid, done, out_tok, out_lp, out_mask = jax.lax.while_loop(
+        cond, body, carry)
+    return logits, cache, key_valid, done, rng, out_tok, out_lp, out_mask
 
 
 @functools.partial(jax.jit, static_argnames=("extra", "cache_sharding"))

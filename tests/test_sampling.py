@@ -99,14 +99,38 @@ def test_bad_arguments_are_clear(model):
 def test_sampling_is_distributed_as_softmax():
     """Inverse-CDF draws follow softmax(logits / T) (chi-square-free check on a 4-way toy)."""
     logits = jnp.log(jnp.asarray([[0.1, 0.2, 0.3, 0.4]] * 20000))
-    tok, _ = sampling._sample_token(logits, jax.random.key(0), 1.0, 1.0, greedy=False,
-                                    use_top_p=False)
+    u = jax.random.uniform(jax.random.key(0), (20000,))
+    tok, _ = sampling._sample_token(logits, u, 1.0, 1.0, greedy=False, use_top_p=False)
     freq = np.bincount(np.asarray(tok), minlength=4) / 20000
     np.testing.assert_allclose(freq, [0.1, 0.2, 0.3, 0.4], atol=0.015)
-    tok, _ = sampling._sample_token(logits, jax.random.key(1), 1.0, 0.55, greedy=False,
-                                    use_top_p=True)
+    u = jax.random.uniform(jax.random.key(1), (20000,))
+    tok, _ = sampling._sample_token(logits, u, 1.0, 0.55, greedy=False, use_top_p=True)
     freq = np.bincount(np.asarray(tok), minlength=4) / 20000   # keeps {0.4, 0.3}
     np.testing.assert_allclose(freq, [0, 0, 3 / 7, 4 / 7], atol=0.015)
+
+
+def test_two_level_inverse_cdf_matches_one_cumsum():
+    """The block-then-entry draw picks the same token as one cumsum over the vocabulary,
+    across blocks and in a last, padded block (V = 1000 is not a multiple of the block);
+    zero-weight entries are never drawn."""
+    rng = np.random.default_rng(0)
+    v = 1000
+    w = rng.random((64, v)).astype(np.float32) ** 4
+    w[:, rng.choice(v, 300, replace=False)] = 0.0
+    u = rng.random(64).astype(np.float32)
+    got = np.asarray(sampling._inverse_cdf(jnp.asarray(w), jnp.asarray(u)))
+    cdf = np.cumsum(w.astype(np.float64), axis=1)
+    want = np.minimum((cdf < (u[:, None] * cdf[:, -1:])).sum(1), v - 1)
+    np.testing.assert_array_equal(got, want)
+    assert (w[np.arange(64), got] > 0).all()
+    # Mass in the first, a middle and the padded last block: frequencies match.
+    w = np.zeros((1, v), np.float32)
+    w[0, [3, 500, 999]] = [0.2, 0.5, 0.3]
+    u = jax.random.uniform(jax.random.key(2), (20000,))
+    tok = np.asarray(sampling._inverse_cdf(jnp.broadcast_to(jnp.asarray(w), (20000, v)), u))
+    freq = np.bincount(tok, minlength=v)[[3, 500, 999]] / 20000
+    np.testing.assert_allclose(freq, [0.2, 0.5, 0.3], atol=0.015)
+    assert np.bincount(tok, minlength=v).sum() == 20000 and set(np.unique(tok)) <= {3, 500, 999}
 
 
 @pytest.mark.skipif(jax.device_count() < 4, reason="needs 4 (forced) CPU devices")

@@ -27,6 +27,7 @@ import numpy as np
 from flax import nnx
 
 from mle_rl.models.config import ModelConfig
+from mle_rl.models.linear import dense
 
 # A finite "minus infinity": rows whose keys are all masked (padding queries) stay NaN-free.
 _MASK_VALUE = -0.7 * float(jnp.finfo(jnp.float32).max)
@@ -63,7 +64,7 @@ def _fused_matmul(x, kernels, biases=None):
     """x @ concat(kernels, axis=1) (+ concat(biases)), in x's dtype."""
     dtype = x.dtype
     w = jnp.concatenate([k[...].astype(dtype) for k in kernels], axis=1)
-    y = x @ w
+    y = dense(x, w)
     if biases is not None:
         y = y + jnp.concatenate([b_[...].astype(dtype) for b_ in biases])
     return y
@@ -138,9 +139,9 @@ class Attention(nnx.Module):
             q, k, v = jnp.split(qkv, [self.num_heads * self.head_dim,
                                       (self.num_heads + self.num_kv_heads) * self.head_dim], -1)
         else:
-            q = (x @ self.q_kernel[...].astype(dtype) + self.q_bias[...].astype(dtype))
-            k = (x @ self.k_kernel[...].astype(dtype) + self.k_bias[...].astype(dtype))
-            v = (x @ self.v_kernel[...].astype(dtype) + self.v_bias[...].astype(dtype))
+            q = (dense(x, self.q_kernel[...].astype(dtype)) + self.q_bias[...].astype(dtype))
+            k = (dense(x, self.k_kernel[...].astype(dtype)) + self.k_bias[...].astype(dtype))
+            v = (dense(x, self.v_kernel[...].astype(dtype)) + self.v_bias[...].astype(dtype))
         q = apply_rotary(q.reshape(b, t, self.num_heads, self.head_dim), cos, sin)
         k = apply_rotary(k.reshape(b, t, self.num_kv_heads, self.head_dim), cos, sin)
         v = v.reshape(b, t, self.num_kv_heads, self.head_dim)
@@ -171,7 +172,7 @@ class Attention(nnx.Module):
             else:
                 out = self._attend(qg, k, v, key_valid, query_slot)
         out = out.transpose(0, 3, 1, 2, 4).reshape(b, t, self.num_heads * self.head_dim)
-        return out @ self.o_kernel[...].astype(dtype), new_cache
+        return dense(out, self.o_kernel[...].astype(dtype)), new_cache
 
     def _attend(self, qg, k, v, key_valid, query_slot, keys_transposed=False):
         """qg [B, kv, G, T, hd]; k [B, kv, S, hd] (or [B, kv, hd, S] when keys_transposed);
@@ -208,9 +209,9 @@ class MLP(nnx.Module):
         elif _fuse(x):
             g, u = jnp.split(_fused_matmul(x, (self.gate_kernel, self.up_kernel)), 2, -1)
         else:
-            g = x @ self.gate_kernel[...].astype(dtype)
-            u = x @ self.up_kernel[...].astype(dtype)
-        return (jax.nn.silu(g) * u) @ self.down_kernel[...].astype(dtype)
+            g = dense(x, self.gate_kernel[...].astype(dtype))
+            u = dense(x, self.up_kernel[...].astype(dtype))
+        return dense(jax.nn.silu(g) * u, self.down_kernel[...].astype(dtype))
 
 
 class DecoderLayer(nnx.Module):

@@ -19,6 +19,8 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from mle_rl.models.linear import dense
+
 Numeric = Union[float, chex.Array]
 REDUCTIONS = ("token_mean", "sequence_mean")
 KL_KINDS = ("k1", "k2", "k3")
@@ -266,7 +268,7 @@ def entropy_from_logits(logits: chex.Array, mask: Optional[chex.Array] = None) -
 def _chunk_logprobs(hidden: chex.Array, kernel: chex.Array, targets: chex.Array,
                     temperature: Numeric) -> tuple[chex.Array, chex.Array]:
   """``[B, C, D], [D, V], [B, C] -> ([B, C], [B, C])``: target log-prob and entropy."""
-  z = jnp.einsum("bcd,dv->bcv", hidden, kernel, preferred_element_type=jnp.float32)
+  z = dense(hidden, kernel, f32_out=True)   # [B, C, V] float32; see models/linear.py
   z = z / temperature
   # log p(y) = z_y - logsumexp(z) and H = logsumexp(z) - sum_v p_v z_v: no [B, C, V]
   # log-softmax buffer (one pass fewer over the logits, forward and backward).
