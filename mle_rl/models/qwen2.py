@@ -35,6 +35,7 @@ _MASK_VALUE = -0.7 * float(jnp.finfo(jnp.float32).max)
 KVCache = tuple  # over layers of (k_t [B, kv_heads, head_dim, S], v [B, kv_heads, S, head_dim])
 QUERY_BLOCK = 128  # uncached attention over T >= 2 blocks runs block by block (causal)
 MAX_QUERY_BLOCKS = 4
+UNROLL_DECODE_SCORES = True   # see Attention._attend
 
 
 def _param(rngs: nnx.Rngs, shape, names, dtype, std=0.02, zeros=False, ones=False):
@@ -180,8 +181,20 @@ class Attention(nnx.Module):
         s = v.shape[2]
         # Scale the queries, not the [.., T, S] scores: T*hd multiplies instead of T*S.
         qg = qg * jnp.asarray(1.0 / np.sqrt(self.head_dim), qg.dtype)
-        scores = jnp.einsum("bkgtd,bkds->bkgts" if keys_transposed else "bkgtd,bksd->bkgts",
-                            qg, k, preferred_element_type=jnp.float32)
+        if (keys_transposed and qg.shape[3] == 1 and UNROLL_DECODE_SCORES
+                and jax.default_backend() == "cpu"):
+            # Decode on CPU: q.K^T as head_dim multiply-adds over rows of K^T, one loop
+            # fusion that XLA:CPU vectorises over S and splits across threads. Its batched
+            # [G, hd] x [hd, S] dot runs one small GEMM per (row, kv head) on one thread;
+            # this was 1.1-1.15x faster for a whole 512-token call (tiny model, batch 16).
+            q32, k32 = qg[:, :, :, 0].astype(jnp.float32), k.astype(jnp.float32)
+            acc = q32[..., 0, None] * k32[:, :, None, 0, :]
+            for d in range(1, self.head_dim):
+                acc = acc + q32[..., d, None] * k32[:, :, None, d, :]
+            scores = acc[:, :, :, None, :]
+        else:
+            scores = jnp.einsum("bkgtd,bkds->bkgts" if keys_transposed else "bkgtd,bksd->bkgts",
+                                qg, k, preferred_element_type=jnp.float32)
         causal = jnp.arange(s)[None, :] <= query_slot[:, None]               # [T, S]
         mask = causal[None, :, :] & key_valid[:, None, :]                    # [B, T, S]
         scores = jnp.where(mask[:, None, None, :, :], scores, _MASK_VALUE)
