@@ -10,10 +10,11 @@ them onto a mesh.
 One code path serves three uses:
 * `model(tokens)`: uncached forward, causal mask (plus an optional padding mask).
 * prefill / decode with a KV cache per layer: keys transposed, `[B, kv_heads, head_dim, S]`,
-  values `[B, kv_heads, S, head_dim]`. On XLA:CPU both products of a decode step are then
-  plain (non-transposed) batched matmuls that stream the cache once: q [G, hd] @ K^T
-  [hd, S] and p [G, S] @ V [S, hd]. With keys as [.., S, hd] the q.K^T product ran 3-4x
-  slower at batch 16 (and [B, S, kv_heads, hd] copied the whole cache every step).
+  values `[B, kv_heads, S, head_dim]`. Both products of a decode step then read the cache
+  in its stored order: q [G, hd] @ K^T [hd, S] (on CPU, hd multiply-adds over rows of K^T;
+  see `Attention._attend`) and p [G, S] @ V [S, hd]. With keys as [.., S, hd] the q.K^T
+  product ran 1.5-3x slower on XLA:CPU at batch 16 (and [B, S, kv_heads, hd] copied the
+  whole cache every step).
 """
 
 from __future__ import annotations
