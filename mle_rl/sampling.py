@@ -156,8 +156,19 @@ def _decode(*args, **kwargs):
             _decode_loop, static_argnames=("graphdef", "prompt_bucket", "greedy", "use_top_p",
                                            "cache_sharding"),
             donate_argnames=("cache", "out_tok", "out_lp", "out_mask"),
-            compiler_options=CPU_DECODE_COMPILER_OPTIONS if backend == "cpu" else None)
+            compiler_options=_cpu_decode_options() if backend == "cpu" else None)
     return fn(*args, **kwargs)
+
+
+def _cpu_decode_options():
+    """CPU_DECODE_COMPILER_OPTIONS if this jaxlib knows them (they are experimental XLA
+    flags), else None: an unknown option must not break sampling."""
+    try:
+        jax.jit(lambda x: x + 1, compiler_options=CPU_DECODE_COMPILER_OPTIONS).lower(
+            jnp.float32(0)).compile()
+    except Exception:  # noqa: BLE001 - any rejection means "not supported here"
+        return None
+    return CPU_DECODE_COMPILER_OPTIONS
 
 
 def _decode_loop(graphdef, state, logits, cache, key_valid, prompt_lens, done, start, stop, rng,

@@ -150,3 +150,13 @@ def test_same_results_on_one_device_and_2x2_mesh(model):
                              mesh=mesh)
     np.testing.assert_array_equal(out4.tokens, out1.tokens)
     np.testing.assert_allclose(out4.logprobs, out1.logprobs, atol=1e-5)
+
+
+def test_unknown_decode_compiler_option_falls_back(monkeypatch):
+    """The decode loop's XLA:CPU options are experimental flags: a jaxlib that rejects them
+    must leave sampling working (no options), not break it."""
+    monkeypatch.setattr(sampling, "CPU_DECODE_COMPILER_OPTIONS", {"xla_cpu_no_such_option": "1"})
+    assert sampling._cpu_decode_options() is None
+    monkeypatch.undo()
+    if jax.default_backend() == "cpu":
+        assert sampling._cpu_decode_options() == sampling.CPU_DECODE_COMPILER_OPTIONS
