@@ -223,7 +223,7 @@ def _decode_loop(graphdef, state, logits, cache, key_valid, prompt_lens, done, s
     return logits, cache, key_valid, done, rng, out_tok, out_lp, out_mask
 
 
-FINE_WINDOWS = True
+FINE_WINDOWS = True   # phases per `_next_window`; False doubles each phase
 
 
 def _next_window(w: int) -> int:

@@ -50,9 +50,9 @@ def _param(rngs: nnx.Rngs, shape, names, dtype, std=0.02, zeros=False, ones=Fals
 
 
 # Projections that read the same input (q/k/v; gate/up) run as one matmul over concatenated
-# kernels when many tokens go through at once (training, prefill). Decode steps (a few
-# positions per row) keep separate matmuls: concatenating the kernels would copy them on
-# every step.
+# kernels when many tokens go through at once (training, prefill). A decode step (a few
+# positions per row) would copy the kernels every step; the sampler concatenates them once
+# per call instead and passes them in (`Qwen2.fused_kernels`).
 FUSE_PROJECTIONS = True
 FUSE_MIN_TOKENS = 256
 
@@ -60,16 +60,6 @@ FUSE_MIN_TOKENS = 256
 def _fuse(x) -> bool:
     """Whether x [B, T, D] goes through fused projections (static: shapes only)."""
     return FUSE_PROJECTIONS and x.shape[1] >= 16 and x.shape[0] * x.shape[1] >= FUSE_MIN_TOKENS
-
-
-def _fused_matmul(x, kernels, biases=None):
-    """x @ concat(kernels, axis=1) (+ concat(biases)), in x's dtype."""
-    dtype = x.dtype
-    w = jnp.concatenate([k[...].astype(dtype) for k in kernels], axis=1)
-    y = dense(x, w)
-    if biases is not None:
-        y = y + jnp.concatenate([b_[...].astype(dtype) for b_ in biases])
-    return y
 
 
 class RMSNorm(nnx.Module):
@@ -130,14 +120,10 @@ class Attention(nnx.Module):
         Returns (y [B, T, D], new cache or None)."""
         b, t, _ = x.shape
         dtype = x.dtype
-        if fused is not None:
-            qkv = x @ fused[0].astype(dtype) + fused[1].astype(dtype)
-            q, k, v = jnp.split(qkv, [self.num_heads * self.head_dim,
-                                      (self.num_heads + self.num_kv_heads) * self.head_dim], -1)
-        elif _fuse(x):
+        if fused is not None or _fuse(x):
             # One [D, (H + 2 KV) hd] matmul instead of three, forward and backward.
-            qkv = _fused_matmul(x, (self.q_kernel, self.k_kernel, self.v_kernel),
-                                (self.q_bias, self.k_bias, self.v_bias))
+            kernel, bias = fused if fused is not None else self.fused_kernels()
+            qkv = dense(x, kernel.astype(dtype)) + bias.astype(dtype)
             q, k, v = jnp.split(qkv, [self.num_heads * self.head_dim,
                                       (self.num_heads + self.num_kv_heads) * self.head_dim], -1)
         else:
@@ -218,10 +204,9 @@ class MLP(nnx.Module):
 
     def __call__(self, x, fused=None):
         dtype = x.dtype
-        if fused is not None:
-            g, u = jnp.split(x @ fused.astype(dtype), 2, -1)
-        elif _fuse(x):
-            g, u = jnp.split(_fused_matmul(x, (self.gate_kernel, self.up_kernel)), 2, -1)
+        if fused is not None or _fuse(x):
+            kernel = fused if fused is not None else self.fused_kernels()
+            g, u = jnp.split(dense(x, kernel.astype(dtype)), 2, -1)
         else:
             g = dense(x, self.gate_kernel[...].astype(dtype))
             u = dense(x, self.up_kernel[...].astype(dtype))
