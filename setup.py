@@ -28,7 +28,7 @@ setup(
         "palmerpenguins",
     ],
     extras_require={
-        "test": ["pytest", "psutil", "torch==2.13.0"],
+        "test": ["pytest", "pytest-xdist", "psutil", "torch==2.13.0"],
         "cuda": ["jax[cuda12]"],
         "tpu": ["jax[tpu]"],
     },

@@ -80,6 +80,25 @@ def read_metrics(path) -> list[dict]:
     return records
 
 
+def _summary_writer_class():
+    """tensorboardX's SummaryWriter (imported here: optional at run time), without torch.
+
+    tensorboardX imports torch at import time when it is installed, only to accept torch
+    tensors (we log floats); that import cost 3-4 s per trainer start. Unless torch or
+    tensorboardX is already loaded, `import torch` fails during the import (a None entry in
+    sys.modules), and later imports of torch are unaffected."""
+    if "torch" in sys.modules or "tensorboardX" in sys.modules:
+        from tensorboardX import SummaryWriter
+        return SummaryWriter
+    sys.modules["torch"] = None
+    try:
+        from tensorboardX import SummaryWriter
+    finally:
+        if sys.modules.get("torch", 0) is None:
+            del sys.modules["torch"]
+    return SummaryWriter
+
+
 class MetricsLogger:
     """Appends one record per update to `workdir/metrics.jsonl` and to TensorBoard.
 
@@ -109,7 +128,7 @@ class MetricsLogger:
         self._file = open(self.path, "a", encoding="utf-8")
         self._tb = None
         if tensorboard:
-            from tensorboardX import SummaryWriter   # imported here: optional at run time
+            SummaryWriter = _summary_writer_class()
             purge = None if resume_step is None else int(resume_step) + 1
             # The suffix keeps two writers started in the same second from sharing a file.
             self._tb = SummaryWriter(os.path.join(self.workdir, "tb"), purge_step=purge,

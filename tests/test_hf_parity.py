@@ -9,7 +9,7 @@ from tests.hf_utils import hf_logits, make_hf_model, save_hf, tiny_hf_config, tr
 
 import jax.numpy as jnp
 
-from mle_rl.models import hf
+from mle_rl.models import hf, qwen2
 
 CONFIGS = {
     "tied_mha": dict(tied=True, heads=4, kv_heads=4),
@@ -45,7 +45,7 @@ def test_logits_match_with_left_padding(hf_pair):
     mask[0, :4] = 0   # left padding
     mask[2, :1] = 0
     positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
-    got = np.asarray(ours(jnp.asarray(tokens), attention_mask=jnp.asarray(mask)))
+    got = np.asarray(qwen2.forward(ours, jnp.asarray(tokens), attention_mask=jnp.asarray(mask)))
     want = hf_logits(ref, tokens, attention_mask=mask, position_ids=positions)
     valid = mask.astype(bool)
     np.testing.assert_allclose(got[valid], want[valid], atol=1e-4, rtol=0)
@@ -60,8 +60,9 @@ def test_save_then_transformers_load(hf_pair, tmp_path):
     np.testing.assert_allclose(hf_logits(back, tokens), hf_logits(ref, tokens), atol=1e-5, rtol=0)
     # And our own loader reads its own output.
     again = hf.load(out)
-    np.testing.assert_allclose(np.asarray(again(jnp.asarray(tokens))),
-                               np.asarray(ours(jnp.asarray(tokens))), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(np.asarray(qwen2.forward(again, jnp.asarray(tokens))),
+                               np.asarray(qwen2.forward(ours, jnp.asarray(tokens))), atol=1e-6,
+                               rtol=0)
 
 
 def test_sharded_checkpoint_with_index(tmp_path):
@@ -71,7 +72,8 @@ def test_sharded_checkpoint_with_index(tmp_path):
     assert len(list(path.glob("*.safetensors"))) > 1
     ours = hf.load(path)
     tokens = np.arange(12, dtype=np.int32).reshape(2, 6)
-    np.testing.assert_allclose(np.asarray(ours(jnp.asarray(tokens))), hf_logits(ref, tokens),
+    np.testing.assert_allclose(np.asarray(qwen2.forward(ours, jnp.asarray(tokens))),
+                               hf_logits(ref, tokens),
                                atol=1e-4, rtol=0)
     # Our writer shards too, and transformers reads the index.
     out = hf.save(ours, tmp_path / "ours_sharded", max_shard_bytes=60_000)
@@ -142,7 +144,6 @@ def test_missing_tensor_and_missing_dir(tmp_path, good_ckpt):
 
 def test_long_sequences_use_blockwise_attention_and_still_match(hf_pair):
     """T >= 2 query blocks takes the blockwise causal path; it must match transformers too."""
-    from mle_rl.models import qwen2
     ref, path = hf_pair
     ours = hf.load(path, dtype=jnp.float32)
     t = 2 * qwen2.QUERY_BLOCK + 44
@@ -151,7 +152,7 @@ def test_long_sequences_use_blockwise_attention_and_still_match(hf_pair):
     mask = np.ones_like(tokens)
     mask[1, :50] = 0
     positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
-    got = np.asarray(ours(jnp.asarray(tokens), attention_mask=jnp.asarray(mask)))
+    got = np.asarray(qwen2.forward(ours, jnp.asarray(tokens), attention_mask=jnp.asarray(mask)))
     want = hf_logits(ref, tokens, attention_mask=mask, position_ids=positions)
     valid = mask.astype(bool)
     np.testing.assert_allclose(got[valid], want[valid], atol=1e-4, rtol=0)

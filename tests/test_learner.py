@@ -1,5 +1,7 @@
 """The jitted PPO learner step: it learns on a fixed batch, and is the same on 1 and 4 devices."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,6 +13,18 @@ from mle_rl.rl import learner as lrn
 
 CFG = mcfg.ModelConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_layers=2,
                        num_heads=4, num_kv_heads=2, head_dim=8, tie_word_embeddings=True)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _logprobs(graphdef, state, tokens, attention_mask):
+    return lrn.policy_logprobs(qwen2.nnx.merge(graphdef, state), tokens, attention_mask, 4)
+
+
+def logprobs(policy, tokens, attention_mask):
+    """`lrn.policy_logprobs(policy, tokens, attention_mask, 4)`, jitted (eager dispatch of
+    the forward pass compiled op by op: seconds per call)."""
+    graphdef, state = qwen2.nnx.split(policy)
+    return _logprobs(graphdef, state, jnp.asarray(tokens), jnp.asarray(attention_mask))
 
 
 def make_batch(policy, b=8, prompt=5, resp=6, seed=0):
@@ -26,7 +40,7 @@ def make_batch(policy, b=8, prompt=5, resp=6, seed=0):
     resp_mask[1::4, -2:] = 0               # some sequences end early (right padding)
     attn[1::4, -2:] = 0
     # Behaviour log-probs = the current policy's, as if it had sampled these tokens.
-    lp = np.asarray(lrn.policy_logprobs(policy, jnp.asarray(tokens), jnp.asarray(attn), 4))
+    lp = np.asarray(logprobs(policy, tokens, attn))
     beh = np.zeros((b, L), np.float32)
     beh[:, 1:] = lp * resp_mask[:, 1:]
     rewards = np.where(np.arange(b) % 2 == 0, 1.0, -1.0).astype(np.float32)
@@ -36,8 +50,7 @@ def make_batch(policy, b=8, prompt=5, resp=6, seed=0):
 
 
 def seq_logprob(learner, batch):
-    lp = np.asarray(lrn.policy_logprobs(learner.policy(), jnp.asarray(batch["tokens"]),
-                                        jnp.asarray(batch["attention_mask"]), 4))
+    lp = np.asarray(logprobs(learner.policy(), batch["tokens"], batch["attention_mask"]))
     return (lp * batch["response_mask"][:, 1:]).sum(1)
 
 

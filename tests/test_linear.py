@@ -8,12 +8,14 @@ import pytest
 from mle_rl.models.linear import dense
 
 
+# Outputs wider than the input (dW from x^T) and narrower (dW from (g^T x)^T).
+@pytest.mark.parametrize("out", [24, 8])
 @pytest.mark.parametrize("shape", [(3, 7, 16), (5, 16)])
-def test_dense_value_and_gradients_match_plain_matmul(shape):
+def test_dense_value_and_gradients_match_plain_matmul(shape, out):
     kx, kw, kg = jax.random.split(jax.random.key(0), 3)
     x = jax.random.normal(kx, shape)
-    w = jax.random.normal(kw, (16, 24))
-    cot = jax.random.normal(kg, shape[:-1] + (24,))
+    w = jax.random.normal(kw, (16, out))
+    cot = jax.random.normal(kg, shape[:-1] + (out,))
 
     def loss(f, x, w):
         return jnp.sum(f(x, w) * cot)

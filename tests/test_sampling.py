@@ -33,9 +33,18 @@ def uncached_argmax_path(model, prompt, generated):
     Step t's argmax depends only on prompt + generated[:t], so one causal forward over the
     whole sequence gives every step's uncached argmax at once (teacher forcing).
     """
-    seq = jnp.asarray([list(prompt) + list(generated)], jnp.int32)
-    logits = model(seq)[0, len(prompt) - 1:len(prompt) - 1 + len(generated)]
+    logits = causal_logits(model, list(prompt) + list(generated))
+    logits = logits[len(prompt) - 1:len(prompt) - 1 + len(generated)]
     return np.asarray(jnp.argmax(logits, axis=-1)).tolist()
+
+
+def causal_logits(model, seq, length=128):
+    """Uncached logits [len(seq), V] of one sequence. It is right-padded to `length` so that
+    every call reuses one compilation: causal attention keeps padding after a position
+    from changing that position's logits."""
+    assert len(seq) <= length
+    tokens = jnp.asarray([list(seq) + [0] * (length - len(seq))], jnp.int32)
+    return qwen2.forward(model, tokens)[0, :len(seq)]
 
 
 @pytest.mark.parametrize("n_new", [12, 80])     # 80 crosses a cache-growth phase (64)
@@ -54,8 +63,8 @@ def test_logprobs_equal_uncached_log_softmax(model):
                             temperature=0.8, top_p=0.9)
     for i, prompt in enumerate(PROMPTS):
         n = int(out.lengths[i])
-        seq = jnp.asarray([list(prompt) + out.tokens[i, :n].tolist()], jnp.int32)
-        logp = jax.nn.log_softmax(model(seq)[0], axis=-1)
+        logp = jax.nn.log_softmax(causal_logits(model, list(prompt) + out.tokens[i, :n].tolist()),
+                                  axis=-1)
         want = logp[len(prompt) - 1:len(prompt) - 1 + n][jnp.arange(n), out.tokens[i, :n]]
         np.testing.assert_allclose(out.logprobs[i, :n], np.asarray(want), atol=1e-4)
 
@@ -136,7 +145,7 @@ def test_two_level_inverse_cdf_matches_one_cumsum():
 @pytest.mark.skipif(jax.device_count() < 4, reason="needs 4 (forced) CPU devices")
 def test_same_results_on_one_device_and_2x2_mesh(model):
     tokens = jnp.asarray(np.random.default_rng(0).integers(0, 256, (4, 9)), jnp.int32)
-    single = np.asarray(model(tokens))
+    single = np.asarray(qwen2.forward(model, tokens))
     out1 = sampling.generate(model, PROMPTS, max_new_tokens=8, rng=5, temperature=1.0)
 
     mesh = shd.make_mesh((2, 2), jax.devices()[:4])
@@ -145,7 +154,7 @@ def test_same_results_on_one_device_and_2x2_mesh(model):
     q = sharded.layers[0].attn.q_kernel.get_value()
     assert q.sharding.spec == shd.P(None, shd.MODEL)      # really sharded over `model`
     tokens_sh = jax.device_put(tokens, shd.batch_sharding(mesh, 2))
-    np.testing.assert_allclose(np.asarray(sharded(tokens_sh)), single, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(qwen2.forward(sharded, tokens_sh)), single, atol=1e-5)
     out4 = sampling.generate(sharded, PROMPTS, max_new_tokens=8, rng=5, temperature=1.0,
                              mesh=mesh)
     np.testing.assert_array_equal(out4.tokens, out1.tokens)

@@ -24,7 +24,7 @@ TASK = "breast-cancer-diagnosis"
 COMMON = [
     f"--tasks={TASK}", "--policy_dir=random", "--model_preset=micro", "--batch_size=4",
     "--sample_batch=4", "--max_in_flight=4", "--num_actors=2", "--critic=shared", "--max_new_tokens=24",
-    "--max_prompt_tokens=2000", "--checkpoint_every=2", "--warm_pool=false",
+    "--max_prompt_tokens=1536", "--checkpoint_every=2", "--warm_pool=false",
     "--tensorboard=true", "--actor_lr=1e-3", "--critic_lr=1e-3",
 ]
 

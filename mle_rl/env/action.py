@@ -19,6 +19,7 @@ import stat
 import tempfile
 from typing import Optional
 
+from mle_rl import pysource
 from mle_rl.env import instrument as instrument_lib
 from mle_rl.env import prompts, rewards, sandbox
 from mle_rl.env.types import ActionResult, Task
@@ -41,7 +42,7 @@ def _same_program(a: Optional[str], b: str) -> bool:
     if a is None:
         return False
     try:
-        return ast.dump(ast.parse(a)) == ast.dump(ast.parse(b))
+        return ast.dump(pysource.parse(a)) == ast.dump(pysource.parse(b))
     except (SyntaxError, ValueError):
         return a.strip() == b.strip()
 

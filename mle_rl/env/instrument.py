@@ -22,6 +22,8 @@ import re
 import secrets
 from typing import Optional, Protocol
 
+from mle_rl import pysource
+
 STEPS = ("imports", "data_loaded", "model_built", "model_trained", "predicted",
          "submission_written", "validation_metric")
 
@@ -161,7 +163,7 @@ def _print_stmt(nonce: str, step: str, expr: Optional[str]) -> list[ast.stmt]:
                f"    _mle_rl_value = ''\n"
                f"try:\n    print({tag}, _mle_rl_value, flush=True)\nexcept Exception:\n"
                f"    pass\n")
-    return ast.parse(src).body
+    return pysource.parse(src).body
 
 
 _SIMPLE = (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Import, ast.ImportFrom)
@@ -182,7 +184,7 @@ class AstInstrumenter:
 
     def instrument(self, code: str, nonce: str) -> InstrumentResult:
         try:
-            tree = ast.parse(code)
+            tree = pysource.parse(code)
         except (SyntaxError, ValueError):
             return InstrumentResult(code, (), True)
         done: dict = {}
@@ -200,8 +202,8 @@ class AstInstrumenter:
             by_stmt.setdefault(id(stmt), []).append((step, expr))
         self._insert(tree, by_stmt, nonce)
         try:
-            new_code = ast.unparse(ast.fix_missing_locations(tree))
-            compile(new_code, "solution.py", "exec")
+            new_code = pysource.unparse(ast.fix_missing_locations(tree))
+            pysource.check_compiles(new_code)
         except (SyntaxError, ValueError, RecursionError):
             return InstrumentResult(code, (), True)
         return InstrumentResult(new_code, tuple(s for s in STEPS if s in done), False)

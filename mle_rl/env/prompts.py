@@ -20,6 +20,7 @@ import pathlib
 import re
 from typing import Callable, Optional
 
+from mle_rl import pysource
 from mle_rl.env.instrument import strip_nonces
 
 TokenCounter = Callable[[str], int]
@@ -133,7 +134,7 @@ def cut_code(code: str, n: int) -> str:
         return code
     lines = code.splitlines(keepends=True)
     try:
-        ends = [s.end_lineno for s in ast.parse(code).body]
+        ends = [s.end_lineno for s in pysource.parse(code).body]
     except (SyntaxError, ValueError):
         ends = list(range(1, len(lines) + 1))
     keep = 0
@@ -241,7 +242,7 @@ def parse_response(text: str) -> Parsed:
     if not code.strip():
         return Parsed(plan, "", "no_code", "The response's python code block is empty.")
     try:
-        compile(code, "solution.py", "exec")
+        pysource.check_compiles(code)
     except (SyntaxError, ValueError) as e:
         where = f" (line {e.lineno})" if getattr(e, "lineno", None) else ""
         return Parsed(plan, code, "syntax_error",

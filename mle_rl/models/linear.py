@@ -8,6 +8,8 @@ import functools
 import jax
 import jax.numpy as jnp
 
+TRANSPOSE_NARROWER = True   # see _dense_bwd
+
 
 def dense(x: jax.Array, w: jax.Array, f32_out: bool = False) -> jax.Array:
     """x [..., D] @ w [D, F], with a float32 result when `f32_out` (logits).
@@ -38,11 +40,20 @@ def _dense_bwd(f32_out, res, g):
     x, w = res
     dx = jnp.einsum("...f,df->...d", g.astype(x.dtype), w)
     x2 = x.reshape(-1, x.shape[-1])
-    # The barriers keep the transpose a real copy, and keep a caller's transpose of dW (a
-    # tied embedding's gradient) out of the product; XLA would fold either into the dot.
-    x_t = jax.lax.optimization_barrier(jnp.transpose(x2))
-    dw = jnp.matmul(x_t, g.reshape(-1, g.shape[-1]).astype(x.dtype),
-                    preferred_element_type=jnp.float32)
+    g2 = g.reshape(-1, g.shape[-1]).astype(x.dtype)
+    # dW = x^T g with one operand transposed explicitly (a real copy behind a barrier, so
+    # XLA does not fold it back into the dot): the narrower of x and g. When g is the
+    # narrower one, (g^T x)^T is computed and the small [F, D] result is transposed.
+    # The barriers also keep a caller's transpose of dW (a tied embedding's gradient)
+    # out of the product.
+    if TRANSPOSE_NARROWER and g2.shape[-1] <= x2.shape[-1]:
+        g_t = jax.lax.optimization_barrier(jnp.transpose(g2))
+        dw_t = jax.lax.optimization_barrier(
+            jnp.matmul(g_t, x2, preferred_element_type=jnp.float32))
+        dw = jnp.transpose(dw_t)
+    else:
+        x_t = jax.lax.optimization_barrier(jnp.transpose(x2))
+        dw = jnp.matmul(x_t, g2, preferred_element_type=jnp.float32)
     return dx.astype(x.dtype), jax.lax.optimization_barrier(dw.astype(w.dtype))
 
 

@@ -19,6 +19,7 @@ One code path serves three uses:
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import chex
@@ -37,6 +38,7 @@ KVCache = tuple  # over layers of (k_t [B, kv_heads, head_dim, S], v [B, kv_head
 QUERY_BLOCK = 128  # uncached attention over T >= 2 blocks runs block by block (causal)
 MAX_QUERY_BLOCKS = 4
 UNROLL_DECODE_SCORES = True   # see Attention._attend
+ROTARY_TABLE = True
 
 
 def _param(rngs: nnx.Rngs, shape, names, dtype, std=0.02, zeros=False, ones=False):
@@ -82,6 +84,17 @@ def rotary_cos_sin(positions: jax.Array, head_dim: int, theta: float):
     freqs = positions.astype(jnp.float32)[..., None] * inv_freq  # [B, T, hd/2]
     emb = jnp.concatenate([freqs, freqs], axis=-1)
     return jnp.cos(emb), jnp.sin(emb)
+
+
+@functools.lru_cache(maxsize=16)
+def rotary_table(length: int, head_dim: int, theta: float):
+    """(cos, sin) [length, head_dim] float32 for positions 0..length-1, as `rotary_cos_sin`
+    computes them (float32 frequencies), evaluated with numpy: constants in a jitted graph."""
+    inv_freq = (1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim))
+                ).astype(np.float32)
+    freqs = np.arange(length, dtype=np.float32)[:, None] * inv_freq
+    emb = np.concatenate([freqs, freqs], axis=-1)
+    return np.cos(emb).astype(np.float32), np.sin(emb).astype(np.float32)
 
 
 def apply_rotary(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
@@ -294,7 +307,15 @@ class Qwen2(nnx.Module):
         else:
             chex.assert_rank(key_valid, 2)
             query_slot = cache_index + jnp.arange(t)
-        cos, sin = rotary_cos_sin(positions, self.config.head_dim, self.config.rope_theta)
+        if cache is None and ROTARY_TABLE:
+            # Uncached: positions are < T, so cos/sin are rows of a [T, head_dim] table
+            # computed on the host (a constant). Computed in the graph, XLA:CPU fused
+            # cos/sin into every consumer and evaluated them once per head there, forward
+            # and backward (66 cos + 66 sin [B, T, hd] evaluations per training step).
+            cos, sin = rotary_table(t, self.config.head_dim, self.config.rope_theta)
+            cos, sin = jnp.asarray(cos)[positions], jnp.asarray(sin)[positions]
+        else:
+            cos, sin = rotary_cos_sin(positions, self.config.head_dim, self.config.rope_theta)
         x = self.embed[...][tokens].astype(self.dtype)
         new_cache = []
         for i, layer in enumerate(self.layers):
@@ -319,6 +340,20 @@ class Qwen2(nnx.Module):
         dtype = dtype or self.dtype
         return tuple((jnp.zeros(k_shape, dtype), jnp.zeros(v_shape, dtype))
                      for _ in range(cfg.num_layers))
+
+
+def forward(model: Qwen2, tokens: jax.Array, attention_mask: Optional[jax.Array] = None,
+            positions: Optional[jax.Array] = None) -> jax.Array:
+    """`model(tokens, attention_mask, positions)` as one jitted call (one compilation per
+    shape, reused). Called eagerly, `model(tokens)` dispatches (and compiles) op by op:
+    for a 2-layer model and a few short sequences that took seconds, not milliseconds."""
+    graphdef, state = nnx.split(model)
+    return _forward(graphdef, state, tokens, attention_mask, positions)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _forward(graphdef, state, tokens, attention_mask, positions):
+    return nnx.merge(graphdef, state)(tokens, attention_mask, positions)
 
 
 def init_model(cfg: ModelConfig, seed: int = 0, dtype=jnp.float32, param_dtype=jnp.float32) -> Qwen2:

@@ -22,6 +22,7 @@ import re
 import threading
 from typing import Callable, Optional
 
+from mle_rl import pysource
 from mle_rl.env import instrument as inst
 
 PLACEHOLDER = "NONCE"
@@ -44,7 +45,7 @@ def reference_answer(code: str) -> str:
     """The answer the AST rules give (the SFT target): one `after N: print(...)` per step,
     N the last line of the statement that does the step. Empty if the code does not parse."""
     try:
-        tree = ast.parse(code)
+        tree = pysource.parse(code)
     except (SyntaxError, ValueError):
         return ""
     done: dict = {}
@@ -91,8 +92,8 @@ def strip_marker_prints(tree: ast.AST, marker_text: str) -> ast.AST:
 def same_program(original: str, instrumented: str, marker_text: str) -> bool:
     """True iff `instrumented` parses and equals `original` once its marker prints go."""
     try:
-        a = ast.parse(original)
-        b = strip_marker_prints(ast.parse(instrumented), marker_text)
+        a = pysource.parse(original)
+        b = strip_marker_prints(pysource.parse(instrumented), marker_text)
     except (SyntaxError, ValueError, RecursionError):
         return False
     return ast.dump(a) == ast.dump(b)
@@ -118,7 +119,7 @@ def apply_answer(code: str, answer: str) -> tuple[Optional[str], tuple]:
                 or step.group(1) in steps:
             continue
         try:
-            node = ast.parse(stmt)
+            node = pysource.parse(stmt)
         except (SyntaxError, ValueError):
             continue
         if len(node.body) != 1 or not _is_marker_print(node.body[0], f"[[{PLACEHOLDER}:"):
@@ -186,7 +187,7 @@ class LMInstrumenter:
         new, steps = ok
         new = _guard(new.replace(f"[[{PLACEHOLDER}:", f"[[{nonce}:"), f"[[{nonce}:")
         try:
-            compile(new, "solution.py", "exec")
+            pysource.check_compiles(new)
         except (SyntaxError, ValueError):
             with self._lock:
                 self.fallbacks += 1
