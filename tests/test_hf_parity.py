@@ -156,3 +156,31 @@ def test_long_sequences_use_blockwise_attention_and_still_match(hf_pair):
     want = hf_logits(ref, tokens, attention_mask=mask, position_ids=positions)
     valid = mask.astype(bool)
     np.testing.assert_allclose(got[valid], want[valid], atol=1e-4, rtol=0)
+
+
+def test_blockwise_attention_gradients_match_one_block(monkeypatch):
+    """The blockwise causal path (T >= 2 query blocks) has the same gradients as attention
+    over the whole sequence in one block."""
+    import jax
+    from flax import nnx
+    from mle_rl.models import config as mcfg
+    cfg = mcfg.ModelConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_layers=2,
+                           num_heads=4, num_kv_heads=2, head_dim=8, tie_word_embeddings=True)
+    graphdef, params = nnx.split(qwen2.init_model(cfg, seed=0))
+    t = 2 * qwen2.QUERY_BLOCK + 44
+    rng = np.random.default_rng(4)
+    tokens = jnp.asarray(rng.integers(0, 64, (2, t)), jnp.int32)
+    mask = np.ones((2, t), np.int32)
+    mask[1, :30] = 0
+    mask = jnp.asarray(mask)
+
+    def loss(p):
+        logits = nnx.merge(graphdef, p)(tokens, attention_mask=mask)
+        return jnp.sum(jax.nn.log_softmax(logits)[..., 3] * mask)
+
+    blockwise = jax.jit(jax.value_and_grad(loss))(params)
+    monkeypatch.setattr(qwen2, "QUERY_BLOCK", 10 * t)     # one block
+    whole = jax.jit(jax.value_and_grad(loss))(params)
+    np.testing.assert_allclose(blockwise[0], whole[0], rtol=1e-5)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5),
+                 blockwise[1], whole[1])

@@ -166,9 +166,19 @@ class Attention(nnx.Module):
                 # MAX_QUERY_BLOCKS blocks, so long sequences do not blow up the graph.
                 n = min(MAX_QUERY_BLOCKS, t // QUERY_BLOCK)
                 blk = -(-t // n)
-                outs = [self._attend(qg[:, :, :, i:i + blk], k[:, :, :i + blk], v[:, :, :i + blk],
-                                     key_valid[:, :i + blk], query_slot[i:i + blk])
-                        for i in range(0, t, blk)]
+                # Split (not sliced): the gradient of a split is one concatenation, where
+                # overlapping slices gave one zero-padded full-size gradient per block, summed.
+                bounds = list(range(blk, t, blk))
+                q_blocks = jnp.split(qg, bounds, axis=3)
+                k_blocks = jnp.split(k, bounds, axis=2)
+                v_blocks = jnp.split(v, bounds, axis=2)
+                outs = []
+                for i, q_block in enumerate(q_blocks):
+                    end = min((i + 1) * blk, t)
+                    keys = k_blocks[0] if i == 0 else jnp.concatenate(k_blocks[:i + 1], axis=2)
+                    values = v_blocks[0] if i == 0 else jnp.concatenate(v_blocks[:i + 1], axis=2)
+                    outs.append(self._attend(q_block, keys, values, key_valid[:, :end],
+                                             query_slot[i * blk:end]))
                 out = jnp.concatenate(outs, axis=3)
             else:
                 out = self._attend(qg, k, v, key_valid, query_slot)
