@@ -165,7 +165,11 @@ def test_unknown_decode_compiler_option_falls_back(monkeypatch):
     """The decode loop's XLA:CPU options are experimental flags: a jaxlib that rejects them
     must leave sampling working (no options), not break it."""
     monkeypatch.setattr(sampling, "CPU_DECODE_COMPILER_OPTIONS", {"xla_cpu_no_such_option": "1"})
-    assert sampling._cpu_decode_options() is None
+    fallback = {"xla_cpu_experimental_ynn_fusion_type": ""}
+    monkeypatch.setattr(sampling, "CPU_DECODE_FALLBACK_OPTIONS", (fallback,))
+    assert sampling._cpu_decode_options() == fallback           # the next one that works
+    monkeypatch.setattr(sampling, "CPU_DECODE_FALLBACK_OPTIONS", ({"xla_cpu_no_such": "1"},))
+    assert sampling._cpu_decode_options() is None               # none: default options
     monkeypatch.undo()
     if jax.default_backend() == "cpu":
         assert sampling._cpu_decode_options() == sampling.CPU_DECODE_COMPILER_OPTIONS
