@@ -8,8 +8,6 @@ import functools
 import jax
 import jax.numpy as jnp
 
-TRANSPOSE_NARROWER = True   # see _dense_bwd
-
 
 def dense(x: jax.Array, w: jax.Array, f32_out: bool = False) -> jax.Array:
     """x [..., D] @ w [D, F], with a float32 result when `f32_out` (logits).
@@ -46,7 +44,7 @@ def _dense_bwd(f32_out, res, g):
     # narrower one, (g^T x)^T is computed and the small [F, D] result is transposed.
     # The barriers also keep a caller's transpose of dW (a tied embedding's gradient)
     # out of the product.
-    if TRANSPOSE_NARROWER and g2.shape[-1] <= x2.shape[-1]:
+    if g2.shape[-1] <= x2.shape[-1]:
         g_t = jax.lax.optimization_barrier(jnp.transpose(g2))
         dw_t = jax.lax.optimization_barrier(
             jnp.matmul(g_t, x2, preferred_element_type=jnp.float32))

@@ -38,7 +38,6 @@ KVCache = tuple  # over layers of (k_t [B, kv_heads, head_dim, S], v [B, kv_head
 QUERY_BLOCK = 128  # uncached attention over T >= 2 blocks runs block by block (causal)
 MAX_QUERY_BLOCKS = 4
 UNROLL_DECODE_SCORES = True   # see Attention._attend
-ROTARY_TABLE = True
 
 
 def _param(rngs: nnx.Rngs, shape, names, dtype, std=0.02, zeros=False, ones=False):
@@ -78,22 +77,26 @@ class RMSNorm(nnx.Module):
         return (self.weight[...].astype(dtype) * x32.astype(dtype))
 
 
+def _rotary_angles(positions, head_dim: int, theta: float, xp):
+    """positions [...] -> angles [..., head_dim] in float32 (HF half-rotation), with `xp`
+    = jax.numpy (traced positions) or numpy (a host table)."""
+    inv_freq = (1.0 / (theta ** (xp.arange(0, head_dim, 2, dtype=xp.float32) / head_dim))
+                ).astype(xp.float32)
+    freqs = positions.astype(xp.float32)[..., None] * inv_freq  # [..., hd/2]
+    return xp.concatenate([freqs, freqs], axis=-1)
+
+
 def rotary_cos_sin(positions: jax.Array, head_dim: int, theta: float):
     """positions [B, T] int -> (cos, sin) each [B, T, head_dim] float32 (HF half-rotation)."""
-    inv_freq = 1.0 / (theta ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim))
-    freqs = positions.astype(jnp.float32)[..., None] * inv_freq  # [B, T, hd/2]
-    emb = jnp.concatenate([freqs, freqs], axis=-1)
+    emb = _rotary_angles(positions, head_dim, theta, jnp)
     return jnp.cos(emb), jnp.sin(emb)
 
 
 @functools.lru_cache(maxsize=16)
 def rotary_table(length: int, head_dim: int, theta: float):
     """(cos, sin) [length, head_dim] float32 for positions 0..length-1, as `rotary_cos_sin`
-    computes them (float32 frequencies), evaluated with numpy: constants in a jitted graph."""
-    inv_freq = (1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim))
-                ).astype(np.float32)
-    freqs = np.arange(length, dtype=np.float32)[:, None] * inv_freq
-    emb = np.concatenate([freqs, freqs], axis=-1)
+    computes them, evaluated with numpy: constants in a jitted graph."""
+    emb = _rotary_angles(np.arange(length), head_dim, theta, np)
     return np.cos(emb).astype(np.float32), np.sin(emb).astype(np.float32)
 
 
@@ -175,10 +178,9 @@ class Attention(nnx.Module):
                 outs = []
                 for i, q_block in enumerate(q_blocks):
                     end = min((i + 1) * blk, t)
-                    keys = k_blocks[0] if i == 0 else jnp.concatenate(k_blocks[:i + 1], axis=2)
-                    values = v_blocks[0] if i == 0 else jnp.concatenate(v_blocks[:i + 1], axis=2)
-                    outs.append(self._attend(q_block, keys, values, key_valid[:, :end],
-                                             query_slot[i * blk:end]))
+                    outs.append(self._attend(q_block, jnp.concatenate(k_blocks[:i + 1], axis=2),
+                                             jnp.concatenate(v_blocks[:i + 1], axis=2),
+                                             key_valid[:, :end], query_slot[i * blk:end]))
                 out = jnp.concatenate(outs, axis=3)
             else:
                 out = self._attend(qg, k, v, key_valid, query_slot)
@@ -317,7 +319,7 @@ class Qwen2(nnx.Module):
         else:
             chex.assert_rank(key_valid, 2)
             query_slot = cache_index + jnp.arange(t)
-        if cache is None and ROTARY_TABLE:
+        if cache is None:
             # Uncached: positions are < T, so cos/sin are rows of a [T, head_dim] table
             # computed on the host (a constant). Computed in the graph, XLA:CPU fused
             # cos/sin into every consumer and evaluated them once per head there, forward
