@@ -8,6 +8,8 @@ setup(
     description="RL for MLE agents (duration-aware PPO, instrumentation, self-improvement) "
     "and ML-Agent (exploration-enriched fine-tuning, step-wise RL) in JAX/Flax NNX.",
     packages=find_packages(include=["mle_rl", "mle_rl.*"]),
+    # C++ source of the CPU decode kernel, compiled on first use (models/cpu_kernels.py).
+    package_data={"mle_rl.models": ["*.cc"]},
     python_requires=">=3.10",
     install_requires=[
         "jax",

@@ -30,11 +30,15 @@ import numpy as np
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from mle_rl.models import cpu_kernels
 from mle_rl.models import sharding as shd
 
 MIN_PROMPT_BUCKET = 16
 MIN_GEN_BUCKET = 16
 FUSE_DECODE = True    # decode steps use concatenated q|k|v and gate|up kernels
+# Single-device float32 decoding on CPU runs each step's attention in the native kernel
+# (`models/cpu_kernels.py`) when it builds here; False keeps the XLA path.
+CPU_DECODE_KERNEL = True
 FIRST_WINDOW = 64     # generation slots of the first decode phase (see _next_window)
 
 # Number of times each jitted function was traced (== compiled) in this process.
@@ -158,7 +162,7 @@ def _decode(*args, **kwargs):
     if fn is None:
         fn = _DECODE_JITS[backend] = jax.jit(
             _decode_loop, static_argnames=("graphdef", "prompt_bucket", "greedy", "use_top_p",
-                                           "cache_sharding"),
+                                           "cache_sharding", "decode_kernel"),
             donate_argnames=("cache", "out_tok", "out_lp", "out_mask"),
             compiler_options=_cpu_decode_options() if backend == "cpu" else None)
     return fn(*args, **kwargs)
@@ -179,7 +183,7 @@ def _cpu_decode_options():
 
 def _decode_loop(graphdef, state, logits, cache, key_valid, prompt_lens, done, start, stop, rng,
             temperature, top_p, eos_ids, pad_id, out_tok, out_lp, out_mask, *, prompt_bucket,
-            greedy, use_top_p, cache_sharding):
+            greedy, use_top_p, cache_sharding, decode_kernel=False):
     """Decode steps i in [start, stop) (stopping early once every row is done) with a cache
     of `key_valid.shape[1]` slots. The cache and the outputs are donated and returned, so
     they are updated in place instead of copied into the loop."""
@@ -214,7 +218,7 @@ def _decode_loop(graphdef, state, logits, cache, key_valid, prompt_lens, done, s
         key_valid = jax.lax.dynamic_update_slice(key_valid, live[:, None], (0, slot))
         h, cache = model.hidden_states(tok[:, None], positions=(prompt_lens + i)[:, None],
                                        cache=cache, cache_index=slot, key_valid=key_valid,
-                                       fused_kernels=fused)
+                                       fused_kernels=fused, decode_kernel=decode_kernel)
         cache = _constrain_cache(cache, cache_sharding)
         logits = model.logits_from_hidden(h[:, 0], kernel=head)
         return i + 1, logits, cache, key_valid, done, out_tok, out_lp, out_mask
@@ -239,6 +243,21 @@ def _next_window(w: int) -> int:
     if not FINE_WINDOWS or w < 128:
         return 2 * w
     return w * 3 // 2 if w & (w - 1) == 0 else w * 4 // 3
+
+
+def _use_decode_kernel(model, state, mesh) -> bool:
+    """The native attention kernel serves float32 decoding on one CPU device (no mesh, no
+    sharded parameters); everything else keeps the XLA path."""
+    if not CPU_DECODE_KERNEL or mesh is not None or model.dtype != jnp.float32:
+        return False
+    devices = set()
+    for leaf in jax.tree.leaves(state):
+        devices |= getattr(getattr(leaf, "sharding", None), "device_set", set())
+        if len(devices) > 1:
+            return False
+    if [d.platform for d in devices] != ["cpu"]:
+        return False
+    return cpu_kernels.decode_attention_available()
 
 
 @functools.partial(jax.jit, static_argnames=("extra", "cache_sharding"))
@@ -296,6 +315,7 @@ def generate(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, rn
     logits, cache, key_valid = _prefill(graphdef, state, tokens, mask, gen_len=window,
                                         cache_sharding=cache_sh)
     greedy = temperature == 0
+    kernel = _use_decode_kernel(model, state, mesh)
     eos = jnp.asarray(list(eos_ids) or [-1], jnp.int32)
     out_tok, out_lp, out_mask = map(put, (np.full((b, g), pad_id, np.int32),
                                           np.zeros((b, g), np.float32), np.zeros((b, g), bool)))
@@ -306,7 +326,8 @@ def generate(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, rn
             graphdef, state, logits, cache, key_valid, prompt_lens, done, jnp.int32(start),
             jnp.int32(stop), rng, jnp.float32(max(temperature, 1e-6)), jnp.float32(top_p), eos,
             jnp.int32(pad_id), out_tok, out_lp, out_mask, prompt_bucket=p, greedy=greedy,
-            use_top_p=(not greedy and top_p < 1.0), cache_sharding=cache_sh)
+            use_top_p=(not greedy and top_p < 1.0), cache_sharding=cache_sh,
+            decode_kernel=kernel)
         if stop >= max_new_tokens or bool(jax.device_get(jnp.all(done))):
             break
         start, new_window = stop, min(_next_window(window), g)

@@ -1,0 +1,158 @@
+"""Native XLA:CPU kernels in C++, called through `jax.ffi`, built on first use.
+
+Only one so far: `decode_attention`, the attention of one decode step over the sampler's
+KV cache (source: `decode_attention.cc`). The sampler uses it for single-device float32
+decoding on CPU; everywhere else (training, prefill, GPU/TPU, a mesh, bfloat16) the model
+keeps its XLA path, which the kernel matches (tests/test_cpu_kernels.py).
+
+Build: the first process that needs a kernel compiles it with the system C++ compiler
+(`$CXX`, else `g++`, else `c++`), `-O3 -march=native`, against the XLA FFI headers that
+ship with jaxlib, into a cache directory (`$MLE_RL_KERNEL_CACHE`, default
+`~/.cache/mle_rl/kernels`). The file name hashes the source, the flags, the compiler, the
+jaxlib version and the CPU's feature flags, so a changed source or another CPU builds
+again; a build is written to a temporary file and renamed, and a library is loaded only
+when it matches the checksum written after it (a damaged one is built again), so no
+process loads a half-written or truncated library. If there is no compiler or the build fails, the kernel is
+reported unavailable once (a warning with the compiler's output) and callers fall back to
+XLA. `MLE_RL_CPU_KERNELS=0` turns the kernels off.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+ENV_SWITCH = "MLE_RL_CPU_KERNELS"
+ENV_CACHE = "MLE_RL_KERNEL_CACHE"
+FLAGS = ("-std=c++17", "-O3", "-march=native", "-ffast-math", "-fPIC", "-shared", "-w")
+_SOURCE = Path(__file__).with_name("decode_attention.cc")
+_TARGET = "mle_rl_decode_attention"
+_SYMBOL = "MleRlDecodeAttention"
+
+_lock = threading.Lock()
+_state: dict = {}   # "ok": bool once decided; "error": why not; "lib": the loaded library
+
+
+class KernelBuildError(RuntimeError):
+    pass
+
+
+def _compiler() -> str:
+    for name in (os.environ.get("CXX"), "g++", "c++"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    raise KernelBuildError("no C++ compiler found (set $CXX, or install g++)")
+
+
+def _cpu_flags() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return line
+    except OSError:
+        pass
+    import platform
+    return platform.processor() or platform.machine()
+
+
+def cache_dir() -> Path:
+    root = os.environ.get(ENV_CACHE) or os.path.join(os.path.expanduser("~"), ".cache",
+                                                     "mle_rl", "kernels")
+    return Path(root)
+
+
+def build(source: Path = _SOURCE) -> Path:
+    """Compile `source` into the cache (if not there yet) and return the library's path.
+    Raises KernelBuildError with the compiler's output on failure."""
+    import jaxlib
+    cxx = _compiler()
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+    text = source.read_bytes()
+    key = hashlib.sha256(b"\0".join([
+        text, " ".join(FLAGS).encode(), version.encode(), jaxlib.__version__.encode(),
+        _cpu_flags().encode()])).hexdigest()[:16]
+    out_dir = cache_dir()
+    lib = out_dir / f"{source.stem}-{key}.so"
+    digest = lib.with_suffix(".sha256")
+    if _intact(lib, digest):
+        return lib
+    if lib.exists():
+        log.warning("mle_rl: %s does not match its checksum; building it again.", lib)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = _temp_path(out_dir, source.stem, ".so")
+    try:
+        cmd = [cxx, *FLAGS, f"-I{jax.ffi.include_dir()}", str(source), "-o", tmp]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise KernelBuildError(f"building {source.name} failed ({' '.join(cmd)}):\n"
+                                   f"{proc.stderr[-4000:]}")
+        # Renamed into place (never rewritten: a process may have the old file mapped),
+        # then its checksum, so a library is used only once it is complete.
+        os.replace(tmp, lib)
+        tmp = _temp_path(out_dir, source.stem, ".sha256")
+        Path(tmp).write_text(hashlib.sha256(lib.read_bytes()).hexdigest())
+        os.replace(tmp, digest)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return lib
+
+
+def _temp_path(directory: Path, stem: str, suffix: str) -> str:
+    fd, tmp = tempfile.mkstemp(prefix=f".{stem}-", suffix=suffix, dir=directory)
+    os.close(fd)
+    return tmp
+
+
+def _intact(lib: Path, digest: Path) -> bool:
+    """The library exists and matches the checksum written after it was built. Loading a
+    truncated shared library is not an error but a crash (SIGBUS when the loader touches
+    the missing pages), so this is checked before every load."""
+    try:
+        return hashlib.sha256(lib.read_bytes()).hexdigest() == digest.read_text().strip()
+    except OSError:
+        return False
+
+
+def decode_attention_available() -> bool:
+    """True when the decode-attention kernel is built, loaded and registered with jax."""
+    if os.environ.get(ENV_SWITCH, "1") == "0":
+        return False
+    with _lock:
+        if "ok" not in _state:
+            try:
+                path = build()
+                lib = ctypes.cdll.LoadLibrary(str(path))
+                jax.ffi.register_ffi_target(_TARGET, jax.ffi.pycapsule(getattr(lib, _SYMBOL)),
+                                            platform="cpu")
+                _state.update(ok=True, lib=lib, path=path)
+            except (KernelBuildError, OSError, AttributeError, subprocess.SubprocessError) as e:
+                _state.update(ok=False, error=str(e))
+                log.warning("mle_rl: the CPU decode-attention kernel is unavailable; decoding "
+                            "uses the XLA path. %s", e)
+        return _state["ok"]
+
+
+def decode_attention(q, k_t, v, key_valid, slot, mask_value: float):
+    """q [B, KV, G, HD] f32 (scaled), k_t [B, KV, HD, S] f32, v [B, KV, S, HD] f32,
+    key_valid [B, S] bool, slot: the query's cache slot (int scalar) -> [B, KV, G, HD] f32.
+    Call only after `decode_attention_available()` returned True."""
+    for name, x in (("q", q), ("k_t", k_t), ("v", v)):
+        if x.dtype != jnp.float32:
+            raise TypeError(f"decode_attention: {name} must be float32, got {x.dtype}")
+    slot = jnp.asarray(slot, jnp.int32).reshape(1)
+    call = jax.ffi.ffi_call(_TARGET, jax.ShapeDtypeStruct(q.shape, jnp.float32))
+    return call(q, k_t, v, key_valid.astype(jnp.bool_), slot, mask_value=np.float32(mask_value))

@@ -1,0 +1,203 @@
+// Decode attention for XLA:CPU, called through jax.ffi (see cpu_kernels.py).
+//
+// One query position per batch row (a decode step), grouped-query heads:
+//   q     [B, KV, G, HD] f32   queries, already scaled by 1/sqrt(HD)
+//   k_t   [B, KV, HD, S] f32   the key cache, transposed (the sampler's layout)
+//   v     [B, KV, S, HD] f32   the value cache
+//   valid [B, S] pred          cache slots that hold real tokens
+//   slot  [1] s32              the query's slot: keys past it are masked (causal)
+// -> out  [B, KV, G, HD] f32 = softmax(masked q . K^T) . V, with masked scores set to
+// `mask_value` (finite) exactly as the XLA path in qwen2.py does.
+//
+// Why: XLA:CPU runs these two batched products as one small GEMM per (row, kv head), and
+// fuses the q.K^T producer into both the max and the exp-sum of the softmax (computing it
+// twice). Here each (row, kv head) reads its keys and values once, in register tiles of
+// 3 heads x 32 slots (scores) and 3 heads x 32 head dims (p.V), and the (row, kv head)
+// items are shared out over XLA's intra-op thread pool.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <vector>
+#include <condition_variable>
+#include <mutex>
+
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+struct Shape { int64_t b, kv, g, hd, s; };
+
+typedef float v8 __attribute__((vector_size(32)));
+
+inline v8 load8(const float* p) { v8 x; __builtin_memcpy(&x, p, sizeof(x)); return x; }
+inline void store8(float* p, v8 x) { __builtin_memcpy(p, &x, sizeof(x)); }
+inline v8 splat8(float x) { return v8{x, x, x, x, x, x, x, x}; }
+
+constexpr int64_t kCols = 32;   // columns (floats) per register tile: 4 vectors
+
+// scores[g, s0:s0+32] = q[g, :] . kt[:, s0:s0+32] for NG consecutive query heads.
+template <int NG>
+inline void scores_tile(const float* q, const float* kt, int64_t HD, int64_t S, int64_t s0,
+                        float* scores) {
+  v8 acc[NG][4] = {};
+  for (int64_t d = 0; d < HD; ++d) {
+    const float* row = kt + d * S + s0;
+    const v8 r0 = load8(row), r1 = load8(row + 8), r2 = load8(row + 16), r3 = load8(row + 24);
+    for (int g = 0; g < NG; ++g) {
+      const v8 qd = splat8(q[g * HD + d]);
+      acc[g][0] += qd * r0; acc[g][1] += qd * r1; acc[g][2] += qd * r2; acc[g][3] += qd * r3;
+    }
+  }
+  for (int g = 0; g < NG; ++g)
+    for (int c = 0; c < 4; ++c) store8(scores + g * S + s0 + 8 * c, acc[g][c]);
+}
+
+// out[g, d0:d0+32] = sum_s p[g, s] v[s, d0:d0+32] for NG consecutive query heads.
+template <int NG>
+inline void pv_tile(const float* p, const float* v, int64_t HD, int64_t S, int64_t d0,
+                    float* out) {
+  v8 acc[NG][4] = {};
+  for (int64_t s = 0; s < S; ++s) {
+    const float* row = v + s * HD + d0;
+    const v8 r0 = load8(row), r1 = load8(row + 8), r2 = load8(row + 16), r3 = load8(row + 24);
+    for (int g = 0; g < NG; ++g) {
+      const v8 w = splat8(p[g * S + s]);
+      acc[g][0] += w * r0; acc[g][1] += w * r1; acc[g][2] += w * r2; acc[g][3] += w * r3;
+    }
+  }
+  for (int g = 0; g < NG; ++g)
+    for (int c = 0; c < 4; ++c) store8(out + g * HD + d0 + 8 * c, acc[g][c]);
+}
+
+template <int NG>
+void tiles(const float* q, const float* kt, const float* v, int64_t HD, int64_t S,
+           float* scores, float* out, bool pv) {
+  if (!pv) {
+    for (int64_t s0 = 0; s0 + kCols <= S; s0 += kCols) scores_tile<NG>(q, kt, HD, S, s0, scores);
+  } else {
+    for (int64_t d0 = 0; d0 + kCols <= HD; d0 += kCols) pv_tile<NG>(scores, v, HD, S, d0, out);
+  }
+}
+
+void tiles_any(int64_t ng, const float* q, const float* kt, const float* v, int64_t HD,
+               int64_t S, float* scores, float* out, bool pv) {
+  switch (ng) {
+    case 1: tiles<1>(q, kt, v, HD, S, scores, out, pv); break;
+    case 2: tiles<2>(q, kt, v, HD, S, scores, out, pv); break;
+    default: tiles<3>(q, kt, v, HD, S, scores, out, pv); break;
+  }
+}
+
+// One (row, kv head): q [G, HD] (scaled), kt [HD, S], v [S, HD], valid [S] -> out [G, HD].
+void attend_one(const float* q, const float* kt, const float* v, const bool* valid,
+                int64_t last_slot, const Shape& sh, float mask_value, float* scores,
+                float* out) {
+  const int64_t G = sh.g, HD = sh.hd, S = sh.s;
+  const int64_t s_tiled = S / kCols * kCols, d_tiled = HD / kCols * kCols;
+  for (int64_t g0 = 0; g0 < G; g0 += 3) {
+    const int64_t ng = std::min<int64_t>(3, G - g0);
+    tiles_any(ng, q + g0 * HD, kt, v, HD, S, scores + g0 * S, nullptr, false);
+    for (int64_t g = g0; g < g0 + ng; ++g)           // columns past the last full tile
+      for (int64_t s = s_tiled; s < S; ++s) {
+        float acc = 0.0f;
+        for (int64_t d = 0; d < HD; ++d) acc += q[g * HD + d] * kt[d * S + s];
+        scores[g * S + s] = acc;
+      }
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    float* sc = scores + g * S;
+    float m = -3.4e38f;
+    for (int64_t s = 0; s < S; ++s) {
+      const float x = (valid[s] && s <= last_slot) ? sc[s] : mask_value;
+      sc[s] = x;
+      m = std::max(m, x);
+    }
+    float total = 0.0f;
+    for (int64_t s = 0; s < S; ++s) {
+      const float e = std::exp(sc[s] - m);
+      sc[s] = e;
+      total += e;
+    }
+    const float inv = 1.0f / total;
+    for (int64_t s = 0; s < S; ++s) sc[s] *= inv;
+  }
+  for (int64_t g0 = 0; g0 < G; g0 += 3) {
+    const int64_t ng = std::min<int64_t>(3, G - g0);
+    tiles_any(ng, nullptr, nullptr, v, HD, S, scores + g0 * S, out + g0 * HD, true);
+    for (int64_t g = g0; g < g0 + ng; ++g)           // head dims past the last full tile
+      for (int64_t d = d_tiled; d < HD; ++d) {
+        float acc = 0.0f;
+        for (int64_t s = 0; s < S; ++s) acc += scores[g * S + s] * v[s * HD + d];
+        out[g * HD + d] = acc;
+      }
+  }
+}
+
+struct Work {
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> finished{0};
+  std::mutex mu;
+  std::condition_variable cv;
+};
+
+void run_items(Work& w, int64_t n, const float* q, const float* kt, const float* v,
+               const bool* valid, int64_t last_slot, const Shape& sh, float mask_value,
+               float* out) {
+  thread_local std::vector<float> scores;
+  if (static_cast<int64_t>(scores.size()) < sh.g * sh.s) scores.resize(sh.g * sh.s);
+  int64_t done_here = 0;
+  for (int64_t i; (i = w.next.fetch_add(1)) < n; ++done_here) {
+    const int64_t b = i / sh.kv;
+    attend_one(q + i * sh.g * sh.hd, kt + i * sh.hd * sh.s, v + i * sh.s * sh.hd,
+               valid + b * sh.s, last_slot, sh, mask_value, scores.data(),
+               out + i * sh.g * sh.hd);
+  }
+  if (done_here && w.finished.fetch_add(done_here) + done_here == n) {
+    std::lock_guard<std::mutex> lock(w.mu);
+    w.cv.notify_all();
+  }
+}
+
+ffi::Error DecodeAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q,
+                           ffi::Buffer<ffi::F32> kt, ffi::Buffer<ffi::F32> v,
+                           ffi::Buffer<ffi::PRED> valid, ffi::Buffer<ffi::S32> slot,
+                           float mask_value, ffi::ResultBuffer<ffi::F32> out) {
+  auto qd = q.dimensions(), kd = kt.dimensions(), vd = v.dimensions(), md = valid.dimensions();
+  if (qd.size() != 4 || kd.size() != 4 || vd.size() != 4 || md.size() != 2)
+    return ffi::Error::InvalidArgument("decode_attention: bad ranks");
+  Shape sh{qd[0], qd[1], qd[2], qd[3], vd[2]};
+  if (kd[0] != sh.b || kd[1] != sh.kv || kd[2] != sh.hd || kd[3] != sh.s || vd[0] != sh.b ||
+      vd[1] != sh.kv || vd[3] != sh.hd || md[0] != sh.b || md[1] != sh.s)
+    return ffi::Error::InvalidArgument("decode_attention: shapes do not match");
+  const int64_t n = sh.b * sh.kv;
+  const int64_t last_slot = slot.typed_data()[0];
+  auto work = std::make_shared<Work>();
+  const float* qp = q.typed_data(); const float* kp = kt.typed_data();
+  const float* vp = v.typed_data(); const bool* mp = valid.typed_data();
+  float* op = out->typed_data();
+  const int64_t helpers = std::min<int64_t>(pool.num_threads(), n) - 1;
+  for (int64_t t = 0; t < helpers; ++t) {
+    pool.Schedule([=]() { run_items(*work, n, qp, kp, vp, mp, last_slot, sh, mask_value, op); });
+  }
+  run_items(*work, n, qp, kp, vp, mp, last_slot, sh, mask_value, op);
+  std::unique_lock<std::mutex> lock(work->mu);
+  work->cv.wait(lock, [&] { return work->finished.load() == n; });
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(MleRlDecodeAttention, DecodeAttention,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::PRED>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Attr<float>("mask_value")
+                                  .Ret<ffi::Buffer<ffi::F32>>());

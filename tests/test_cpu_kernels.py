@@ -1,0 +1,132 @@
+"""The native CPU decode-attention kernel against the model's XLA attention."""
+
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from mle_rl import sampling
+from mle_rl.models import config as mcfg
+from mle_rl.models import cpu_kernels, qwen2
+
+pytestmark = pytest.mark.skipif(not cpu_kernels.decode_attention_available(),
+                                reason="no C++ compiler here: the kernel cannot be built")
+
+
+def _attention(kv, groups, hd):
+    cfg = mcfg.ModelConfig(vocab_size=64, hidden_size=kv * groups * hd, intermediate_size=32,
+                           num_layers=1, num_heads=kv * groups, num_kv_heads=kv, head_dim=hd,
+                           rope_theta=10000.0)
+    return qwen2.init_model(cfg, seed=0).layers[0].attn
+
+
+def _inputs(b, kv, groups, hd, s, seed):
+    rs = np.random.RandomState(seed)
+    q = rs.randn(b, kv, groups, 1, hd).astype(np.float32) * 3
+    k_t = rs.randn(b, kv, hd, s).astype(np.float32)
+    v = rs.randn(b, kv, s, hd).astype(np.float32)
+    valid = rs.rand(b, s) < 0.7
+    valid[:, 0] = True
+    valid[-1] = False          # a row with every key masked (uniform weights, as in XLA)
+    return map(jnp.asarray, (q, k_t, v, valid))
+
+
+# (batch, kv heads, query heads per kv head, head_dim, slots): full register tiles (G = 3,
+# hd = 64, S % 32 == 0) and every tail: G not a multiple of 3, hd and S not multiples of 32.
+SHAPES = [(16, 2, 3, 64, 288), (3, 2, 7, 64, 96), (2, 1, 1, 16, 5), (4, 2, 2, 40, 37),
+          (2, 4, 4, 128, 70), (1, 1, 5, 8, 33)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_kernel_matches_xla_attention(shape):
+    b, kv, groups, hd, s = shape
+    attn = _attention(kv, groups, hd)
+    q, k_t, v, valid = _inputs(b, kv, groups, hd, s, seed=sum(shape))
+    for slot in (s - 1, s // 2):                       # keys past the slot are masked
+        query_slot = jnp.asarray([slot])
+        ref = jax.jit(lambda *a: attn._attend(*a, keys_transposed=True))(
+            q, k_t, v, valid, query_slot)
+        got = jax.jit(lambda *a: attn._attend(*a, keys_transposed=True, decode_kernel=True))(
+            q, k_t, v, valid, query_slot)
+        assert got.shape == ref.shape == (b, kv, groups, 1, hd)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(ref), atol=2e-5, rtol=1e-5)
+        # the masked row is the plain mean of every value (uniform weights)
+        np.testing.assert_allclose(np.asarray(got[-1, :, :, 0]),
+                                   np.broadcast_to(np.asarray(v[-1]).mean(1)[:, None],
+                                                   (kv, groups, hd)), atol=1e-5)
+
+
+def test_kernel_rejects_other_dtypes():
+    q, k_t, v, valid = _inputs(2, 1, 1, 16, 8, seed=0)
+    with pytest.raises(TypeError, match="float32"):
+        cpu_kernels.decode_attention(q[:, :, :, 0].astype(jnp.bfloat16), k_t, v, valid, 3, -1e30)
+
+
+def test_kernel_rejects_mismatched_shapes():
+    q, k_t, v, valid = _inputs(2, 1, 1, 16, 8, seed=0)
+    with pytest.raises(Exception, match="shapes do not match"):
+        jax.block_until_ready(cpu_kernels.decode_attention(q[:, :, :, 0], k_t, v[:, :, :5],
+                                                           valid, 3, -1e30))
+
+
+def test_sampler_uses_kernel_and_matches_xla(monkeypatch):
+    cfg = mcfg.ModelConfig(vocab_size=512, hidden_size=192, intermediate_size=256,
+                           num_layers=2, num_heads=6, num_kv_heads=2, head_dim=32,
+                           rope_theta=10000.0)
+    model = qwen2.init_model(cfg, seed=1)
+    prompts = [[1, 2, 3], list(range(5, 40)), [7], list(range(100, 120))]
+    calls = []
+    real = cpu_kernels.decode_attention
+    monkeypatch.setattr(cpu_kernels, "decode_attention",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    runs = {}
+    for flag in (False, True):
+        monkeypatch.setattr(sampling, "CPU_DECODE_KERNEL", flag)
+        sampling._DECODE_JITS.clear()       # trace again, so the counter sees the trace
+        calls.clear()
+        runs[flag] = sampling.generate(model, prompts, max_new_tokens=70, rng=3,
+                                       temperature=0.0)
+        assert bool(calls) == flag           # traced once per layer and decode phase
+    sampling._DECODE_JITS.clear()
+    assert (runs[True].tokens == runs[False].tokens).all()
+    assert len(set(runs[True].tokens.ravel().tolist())) > 8     # not a constant path
+    np.testing.assert_allclose(runs[True].logprobs, runs[False].logprobs, atol=1e-4)
+
+
+def test_failed_build_falls_back(monkeypatch, tmp_path, caplog):
+    """No usable compiler: a warning, the kernel is unavailable, the sampler uses XLA."""
+    monkeypatch.setattr(cpu_kernels, "_state", {})
+    monkeypatch.setenv("CXX", "false")                 # exists, compiles nothing
+    monkeypatch.setenv(cpu_kernels.ENV_CACHE, str(tmp_path))
+    with caplog.at_level(logging.WARNING):
+        assert not cpu_kernels.decode_attention_available()
+    assert "unavailable" in caplog.text and "failed" in caplog.text
+    assert not list(tmp_path.glob("*.so"))             # no half-written library left
+    model = qwen2.init_model(mcfg.ModelConfig(vocab_size=64, hidden_size=32,
+                                              intermediate_size=64, num_layers=1, num_heads=2,
+                                              num_kv_heads=1, head_dim=16), seed=0)
+    assert not sampling._use_decode_kernel(model, qwen2.nnx.split(model)[1], None)
+
+
+def test_switch_off(monkeypatch):
+    monkeypatch.setenv(cpu_kernels.ENV_SWITCH, "0")
+    assert not cpu_kernels.decode_attention_available()
+
+
+def test_damaged_cache_entry_is_rebuilt(monkeypatch, tmp_path):
+    """A truncated library would crash the loader (SIGBUS): it is detected by its checksum
+    and built again before anything loads it."""
+    monkeypatch.setattr(cpu_kernels, "_state", {})
+    monkeypatch.setenv(cpu_kernels.ENV_CACHE, str(tmp_path))
+    path = cpu_kernels.build()
+    size = path.stat().st_size
+    data = path.read_bytes()
+    path.unlink()
+    path.write_bytes(data[:1000])
+    assert cpu_kernels.build() == path and path.stat().st_size == size
+    path.with_suffix(".sha256").unlink()             # a build interrupted before its checksum
+    mtime = path.stat().st_mtime_ns
+    assert cpu_kernels.build() == path and path.stat().st_mtime_ns != mtime
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
