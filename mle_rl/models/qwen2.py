@@ -14,7 +14,8 @@ One code path serves three uses:
   in its stored order: q [G, hd] @ K^T [hd, S] (on CPU, hd multiply-adds over rows of K^T;
   see `Attention._attend`) and p [G, S] @ V [S, hd]. With keys as [.., S, hd] the q.K^T
   product ran 1.5-3x slower on XLA:CPU at batch 16 (and [B, S, kv_heads, hd] copied the
-  whole cache every step).
+  whole cache every step). The sampler's float32 decode on one CPU device runs this
+  attention in a C++ kernel instead (`cpu_kernels.decode_attention`, `decode_kernel=True`).
 """
 
 from __future__ import annotations
