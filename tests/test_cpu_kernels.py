@@ -1,6 +1,9 @@
 """The native CPU decode-attention kernel against the model's XLA attention."""
 
 import logging
+import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -11,8 +14,29 @@ from mle_rl import sampling
 from mle_rl.models import config as mcfg
 from mle_rl.models import cpu_kernels, qwen2
 
-pytestmark = pytest.mark.skipif(not cpu_kernels.decode_attention_available(),
-                                reason="no C++ compiler here: the kernel cannot be built")
+
+
+def _have_compiler() -> bool:
+    try:
+        cpu_kernels._compiler()
+        return True
+    except cpu_kernels.KernelBuildError:
+        return False
+
+
+# Skipped only where no compiler exists. With one, a kernel that does not build fails here
+# (the sampler would silently fall back to XLA, so nothing else would notice).
+needs_kernel = pytest.mark.skipif(not _have_compiler(), reason="no C++ compiler on this machine")
+
+
+@pytest.fixture
+def kernel():
+    assert cpu_kernels.decode_attention_available(), cpu_kernels._state.get("error")
+
+
+@needs_kernel
+def test_kernel_builds_and_loads(kernel):
+    assert cpu_kernels._state["path"].exists()
 
 
 def _attention(kv, groups, hd):
@@ -40,7 +64,8 @@ SHAPES = [(16, 2, 3, 64, 288), (3, 2, 7, 64, 96), (2, 1, 1, 16, 5), (4, 2, 2, 40
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_kernel_matches_xla_attention(shape):
+@needs_kernel
+def test_kernel_matches_xla_attention(kernel, shape):
     b, kv, groups, hd, s = shape
     attn = _attention(kv, groups, hd)
     q, k_t, v, valid = _inputs(b, kv, groups, hd, s, seed=sum(shape))
@@ -58,20 +83,23 @@ def test_kernel_matches_xla_attention(shape):
                                                    (kv, groups, hd)), atol=1e-5)
 
 
-def test_kernel_rejects_other_dtypes():
+@needs_kernel
+def test_kernel_rejects_other_dtypes(kernel):
     q, k_t, v, valid = _inputs(2, 1, 1, 16, 8, seed=0)
     with pytest.raises(TypeError, match="float32"):
         cpu_kernels.decode_attention(q[:, :, :, 0].astype(jnp.bfloat16), k_t, v, valid, 3, -1e30)
 
 
-def test_kernel_rejects_mismatched_shapes():
+@needs_kernel
+def test_kernel_rejects_mismatched_shapes(kernel):
     q, k_t, v, valid = _inputs(2, 1, 1, 16, 8, seed=0)
     with pytest.raises(Exception, match="shapes do not match"):
         jax.block_until_ready(cpu_kernels.decode_attention(q[:, :, :, 0], k_t, v[:, :, :5],
                                                            valid, 3, -1e30))
 
 
-def test_sampler_uses_kernel_and_matches_xla(monkeypatch):
+@needs_kernel
+def test_sampler_uses_kernel_and_matches_xla(kernel, monkeypatch):
     cfg = mcfg.ModelConfig(vocab_size=512, hidden_size=192, intermediate_size=256,
                            num_layers=2, num_heads=6, num_kv_heads=2, head_dim=32,
                            rope_theta=10000.0)
@@ -115,6 +143,7 @@ def test_switch_off(monkeypatch):
     assert not cpu_kernels.decode_attention_available()
 
 
+@needs_kernel
 def test_damaged_cache_entry_is_rebuilt(monkeypatch, tmp_path):
     """A truncated library would crash the loader (SIGBUS): it is detected by its checksum
     and built again before anything loads it."""
@@ -129,4 +158,21 @@ def test_damaged_cache_entry_is_rebuilt(monkeypatch, tmp_path):
     path.with_suffix(".sha256").unlink()             # a build interrupted before its checksum
     mtime = path.stat().st_mtime_ns
     assert cpu_kernels.build() == path and path.stat().st_mtime_ns != mtime
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [path.name, path.with_suffix(".sha256").name, ".lock"])      # no temp files left
+
+
+@needs_kernel
+def test_loading_keeps_denormals(tmp_path):
+    """Linked with -ffast-math, the library would turn on flush-to-zero in the process that
+    loads it (crtfastmath.o, GCC < 13): host-side float math would lose denormals."""
+    code = ("import numpy as np\n"
+            "from mle_rl.models import cpu_kernels\n"
+            "assert cpu_kernels.decode_attention_available()\n"
+            "tiny = np.float32(1e-39) * np.float32(1.0)\n"
+            "assert tiny != 0 and 5e-324 * 1.0 != 0, tiny\n"
+            "print('denormals kept')\n")
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0 and "denormals kept" in proc.stdout, proc.stderr[-2000:]

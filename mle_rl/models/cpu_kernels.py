@@ -20,6 +20,7 @@ XLA. `MLE_RL_CPU_KERNELS=0` turns the kernels off.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import logging
 import os
@@ -27,6 +28,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import jax
@@ -37,7 +39,13 @@ log = logging.getLogger(__name__)
 
 ENV_SWITCH = "MLE_RL_CPU_KERNELS"
 ENV_CACHE = "MLE_RL_KERNEL_CACHE"
-FLAGS = ("-std=c++17", "-O3", "-march=native", "-ffast-math", "-fPIC", "-shared", "-w")
+# Compiled with -ffast-math (vectorised expf), linked without it: before GCC 13, a link with
+# -ffast-math adds crtfastmath.o even to a shared library, whose constructor turns on
+# flush-to-zero for the thread that loads it (host-side numpy would then lose denormals).
+COMPILE_FLAGS = ("-std=c++17", "-O3", "-march=native", "-ffast-math", "-fPIC", "-w", "-c")
+LINK_FLAGS = ("-shared",)
+LINK_LIBS = ("-lmvec", "-lm")
+STALE_TEMP_SECONDS = 3600   # temp files of an interrupted build older than this are removed
 _SOURCE = Path(__file__).with_name("decode_attention.cc")
 _TARGET = "mle_rl_decode_attention"
 _SYMBOL = "MleRlDecodeAttention"
@@ -79,36 +87,57 @@ def build(source: Path = _SOURCE) -> Path:
     Raises KernelBuildError with the compiler's output on failure."""
     import jaxlib
     cxx = _compiler()
-    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
-    text = source.read_bytes()
+    version = _run([cxx, "--version"], timeout=60).stdout
     key = hashlib.sha256(b"\0".join([
-        text, " ".join(FLAGS).encode(), version.encode(), jaxlib.__version__.encode(),
-        _cpu_flags().encode()])).hexdigest()[:16]
+        source.read_bytes(), " ".join(COMPILE_FLAGS + LINK_FLAGS + LINK_LIBS).encode(),
+        version.encode(), jaxlib.__version__.encode(), _cpu_flags().encode()])).hexdigest()[:16]
     out_dir = cache_dir()
     lib = out_dir / f"{source.stem}-{key}.so"
     digest = lib.with_suffix(".sha256")
     if _intact(lib, digest):
         return lib
-    if lib.exists():
-        log.warning("mle_rl: %s does not match its checksum; building it again.", lib)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = _temp_path(out_dir, source.stem, ".so")
-    try:
-        cmd = [cxx, *FLAGS, f"-I{jax.ffi.include_dir()}", str(source), "-o", tmp]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        if proc.returncode != 0:
-            raise KernelBuildError(f"building {source.name} failed ({' '.join(cmd)}):\n"
-                                   f"{proc.stderr[-4000:]}")
-        # Renamed into place (never rewritten: a process may have the old file mapped),
-        # then its checksum, so a library is used only once it is complete.
-        os.replace(tmp, lib)
-        tmp = _temp_path(out_dir, source.stem, ".sha256")
-        Path(tmp).write_text(hashlib.sha256(lib.read_bytes()).hexdigest())
-        os.replace(tmp, digest)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    # One builder at a time per cache directory (xdist workers, several hosts' processes).
+    with open(out_dir / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _intact(lib, digest):            # built by another process while we waited
+            return lib
+        if lib.exists():
+            log.warning("mle_rl: %s does not match its checksum; building it again.", lib)
+        _remove_stale_temps(out_dir)
+        obj, so, sha = (_temp_path(out_dir, source.stem, sfx) for sfx in (".o", ".so", ".sha256"))
+        try:
+            for cmd in ([cxx, *COMPILE_FLAGS, f"-I{jax.ffi.include_dir()}", str(source), "-o", obj],
+                        [cxx, *LINK_FLAGS, obj, "-o", so, *LINK_LIBS]):
+                proc = _run(cmd, timeout=300)
+                if proc.returncode != 0:
+                    raise KernelBuildError(f"building {source.name} failed ({' '.join(cmd)}):\n"
+                                           f"{proc.stderr[-4000:]}")
+            # The checksum of the file we built goes in first, then the library is renamed
+            # into place (never rewritten: another process may have the old one mapped).
+            Path(sha).write_text(hashlib.sha256(Path(so).read_bytes()).hexdigest())
+            os.replace(sha, digest)
+            os.replace(so, lib)
+        finally:
+            for tmp in (obj, so, sha):
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
     return lib
+
+
+def _run(cmd, timeout):
+    return subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout)
+
+
+def _remove_stale_temps(directory: Path) -> None:
+    """Temp files left by a build that was killed (they start with a dot)."""
+    now = time.time()
+    for path in directory.glob(".*-*"):
+        try:
+            if now - path.stat().st_mtime > STALE_TEMP_SECONDS:
+                path.unlink()
+        except OSError:
+            pass
 
 
 def _temp_path(directory: Path, stem: str, suffix: str) -> str:
@@ -128,7 +157,9 @@ def _intact(lib: Path, digest: Path) -> bool:
 
 
 def decode_attention_available() -> bool:
-    """True when the decode-attention kernel is built, loaded and registered with jax."""
+    """True when the decode-attention kernel is built, loaded and registered with jax.
+    Decided once per process; a failure (no compiler, a failed build, a library that does
+    not load) is logged once and means False."""
     if os.environ.get(ENV_SWITCH, "1") == "0":
         return False
     with _lock:
@@ -139,7 +170,7 @@ def decode_attention_available() -> bool:
                 jax.ffi.register_ffi_target(_TARGET, jax.ffi.pycapsule(getattr(lib, _SYMBOL)),
                                             platform="cpu")
                 _state.update(ok=True, lib=lib, path=path)
-            except (KernelBuildError, OSError, AttributeError, subprocess.SubprocessError) as e:
+            except Exception as e:  # noqa: BLE001 - any failure here means "use XLA"
                 _state.update(ok=False, error=str(e))
                 log.warning("mle_rl: the CPU decode-attention kernel is unavailable; decoding "
                             "uses the XLA path. %s", e)

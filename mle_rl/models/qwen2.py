@@ -199,6 +199,7 @@ class Attention(nnx.Module):
         # Scale the queries, not the [.., T, S] scores: T*hd multiplies instead of T*S.
         qg = qg * jnp.asarray(1.0 / np.sqrt(self.head_dim), qg.dtype)
         if (decode_kernel and keys_transposed and qg.shape[3] == 1
+                and jax.default_backend() == "cpu"
                 and all(x.dtype == jnp.float32 for x in (qg, k, v))):
             # The native kernel reads each row's keys and values once (1.2x faster decode
             # steps than the XLA path below for the tiny model at batch 16 on 2 cores).
