@@ -200,6 +200,11 @@ def _decode_loop(graphdef, state, logits, cache, key_valid, prompt_lens, done, s
     # concatenated once per call (a copy of those weights); the barrier keeps XLA from
     # moving the concatenation into the loop.
     fused = jax.lax.optimization_barrier(model.fused_kernels()) if FUSE_DECODE else None
+    if decode_kernel and fused is not None:
+        # The native few-row matmul reads weights packed in panels of 16 columns: packed
+        # here once per call (a copy), then read in order by every step.
+        fused = jax.lax.optimization_barrier(jax.tree.map(cpu_kernels.pack, fused))
+        head = cpu_kernels.pack(head)
 
     def cond(carry):
         return (carry[0] < stop) & ~jnp.all(carry[4])
@@ -257,7 +262,7 @@ def _use_decode_kernel(model, state, mesh) -> bool:
             return False
     if [d.platform for d in devices] != ["cpu"]:
         return False
-    return cpu_kernels.decode_attention_available()
+    return cpu_kernels.available()
 
 
 @functools.partial(jax.jit, static_argnames=("extra", "cache_sharding"))

@@ -13,6 +13,7 @@ import pytest
 from mle_rl import sampling
 from mle_rl.models import config as mcfg
 from mle_rl.models import cpu_kernels, qwen2
+from mle_rl.models.linear import dense
 
 
 
@@ -31,7 +32,7 @@ needs_kernel = pytest.mark.skipif(not _have_compiler(), reason="no C++ compiler 
 
 @pytest.fixture
 def kernel():
-    assert cpu_kernels.decode_attention_available(), cpu_kernels._state.get("error")
+    assert cpu_kernels.available(), cpu_kernels._state.get("error")
 
 
 @needs_kernel
@@ -106,9 +107,10 @@ def test_sampler_uses_kernel_and_matches_xla(kernel, monkeypatch):
     model = qwen2.init_model(cfg, seed=1)
     prompts = [[1, 2, 3], list(range(5, 40)), [7], list(range(100, 120))]
     calls = []
-    real = cpu_kernels.decode_attention
-    monkeypatch.setattr(cpu_kernels, "decode_attention",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    for name in ("decode_attention", "packed_matmul"):
+        real = getattr(cpu_kernels, name)
+        monkeypatch.setattr(cpu_kernels, name,
+                            lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
     runs = {}
     for flag in (False, True):
         monkeypatch.setattr(sampling, "CPU_DECODE_KERNEL", flag)
@@ -116,7 +118,10 @@ def test_sampler_uses_kernel_and_matches_xla(kernel, monkeypatch):
         calls.clear()
         runs[flag] = sampling.generate(model, prompts, max_new_tokens=70, rng=3,
                                        temperature=0.0)
-        assert bool(calls) == flag           # traced once per layer and decode phase
+        # per decode phase traced: one attention per layer; 4 projections per layer + the head
+        attn, mm = calls.count("decode_attention"), calls.count("packed_matmul")
+        assert (attn > 0) == flag and len(calls) == attn + mm
+        assert mm * cfg.num_layers == attn * (4 * cfg.num_layers + 1)
     sampling._DECODE_JITS.clear()
     assert (runs[True].tokens == runs[False].tokens).all()
     assert len(set(runs[True].tokens.ravel().tolist())) > 8     # not a constant path
@@ -129,7 +134,7 @@ def test_failed_build_falls_back(monkeypatch, tmp_path, caplog):
     monkeypatch.setenv("CXX", "false")                 # exists, compiles nothing
     monkeypatch.setenv(cpu_kernels.ENV_CACHE, str(tmp_path))
     with caplog.at_level(logging.WARNING):
-        assert not cpu_kernels.decode_attention_available()
+        assert not cpu_kernels.available()
     assert "unavailable" in caplog.text and "failed" in caplog.text
     assert not list(tmp_path.glob("*.so"))             # no half-written library left
     model = qwen2.init_model(mcfg.ModelConfig(vocab_size=64, hidden_size=32,
@@ -140,7 +145,7 @@ def test_failed_build_falls_back(monkeypatch, tmp_path, caplog):
 
 def test_switch_off(monkeypatch):
     monkeypatch.setenv(cpu_kernels.ENV_SWITCH, "0")
-    assert not cpu_kernels.decode_attention_available()
+    assert not cpu_kernels.available()
 
 
 @needs_kernel
@@ -168,7 +173,7 @@ def test_loading_keeps_denormals(tmp_path):
     loads it (crtfastmath.o, GCC < 13): host-side float math would lose denormals."""
     code = ("import numpy as np\n"
             "from mle_rl.models import cpu_kernels\n"
-            "assert cpu_kernels.decode_attention_available()\n"
+            "assert cpu_kernels.available()\n"
             "tiny = np.float32(1e-39) * np.float32(1.0)\n"
             "assert tiny != 0 and 5e-324 * 1.0 != 0, tiny\n"
             "print('denormals kept')\n")
@@ -176,3 +181,41 @@ def test_loading_keeps_denormals(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, timeout=300)
     assert proc.returncode == 0 and "denormals kept" in proc.stdout, proc.stderr[-2000:]
+
+
+# (rows, K, N): row tiles of 6 and every row tail, K = 1, odd K, and 1-128 panels.
+MATMUL_SHAPES = [(16, 384, 2048), (1, 7, 16), (5, 33, 48), (6, 64, 32), (13, 1, 160),
+                 (17, 100, 112)]
+
+
+@needs_kernel
+@pytest.mark.parametrize("shape", MATMUL_SHAPES)
+def test_packed_matmul_matches_numpy(kernel, shape):
+    m, k, n = shape
+    rs = np.random.RandomState(m * 1000 + k + n)
+    x = rs.randn(m, 1, k).astype(np.float32)            # decode: [B, 1, K]
+    w = rs.randn(k, n).astype(np.float32)
+    packed = cpu_kernels.pack(jnp.asarray(w))
+    assert isinstance(packed, cpu_kernels.Packed) and packed.shape == (k, n)
+    got = jax.jit(dense)(jnp.asarray(x), packed)
+    assert got.shape == (m, 1, n) and got.dtype == jnp.float32
+    ref = x.astype(np.float64) @ w.astype(np.float64)
+    np.testing.assert_allclose(np.asarray(got), ref, atol=1e-4 * np.sqrt(k), rtol=1e-5)
+
+
+def test_pack_leaves_other_matrices_to_xla():
+    odd = jnp.ones((8, 20), jnp.float32)                 # 20 columns: not whole panels
+    assert cpu_kernels.pack(odd) is odd
+    half = jnp.ones((8, 32), jnp.bfloat16)
+    assert cpu_kernels.pack(half) is half
+    bias = jnp.ones((32,), jnp.float32)
+    assert cpu_kernels.pack(bias) is bias
+
+
+@needs_kernel
+def test_packed_matmul_rejects_bad_input(kernel):
+    packed = cpu_kernels.pack(jnp.ones((8, 32), jnp.float32))
+    with pytest.raises(ValueError, match="does not match"):
+        cpu_kernels.packed_matmul(jnp.ones((2, 7), jnp.float32), packed)
+    with pytest.raises(TypeError, match="float32"):
+        cpu_kernels.packed_matmul(jnp.ones((2, 8), jnp.bfloat16), packed)

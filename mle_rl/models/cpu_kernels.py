@@ -1,9 +1,12 @@
 """Native XLA:CPU kernels in C++, called through `jax.ffi`, built on first use.
 
-Only one so far: `decode_attention`, the attention of one decode step over the sampler's
-KV cache (source: `decode_attention.cc`). The sampler uses it for single-device float32
-decoding on CPU; everywhere else (training, prefill, GPU/TPU, a mesh, bfloat16) the model
-keeps its XLA path, which the kernel matches (tests/test_cpu_kernels.py).
+Two kernels for the sampler's decode steps (source: `cpu_kernels.cc`):
+* `decode_attention`: the attention of one decode step over the KV cache.
+* `packed_matmul`: `x @ w` for a few rows, with `w` packed once per sampling call
+  (`pack`: panels of 16 columns, `Packed`); `linear.dense` dispatches on `Packed`.
+The sampler uses them for single-device float32 decoding on CPU; everywhere else
+(training, prefill, GPU/TPU, a mesh, bfloat16) the model keeps its XLA path, which the
+kernels match (tests/test_cpu_kernels.py).
 
 Build: the first process that needs a kernel compiles it with the system C++ compiler
 (`$CXX`, else `g++`, else `c++`), `-O3 -march=native`, against the XLA FFI headers that
@@ -20,6 +23,7 @@ XLA. `MLE_RL_CPU_KERNELS=0` turns the kernels off.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import fcntl
 import hashlib
 import logging
@@ -46,9 +50,11 @@ COMPILE_FLAGS = ("-std=c++17", "-O3", "-march=native", "-ffast-math", "-fPIC", "
 LINK_FLAGS = ("-shared",)
 LINK_LIBS = ("-lmvec", "-lm")
 STALE_TEMP_SECONDS = 3600   # temp files of an interrupted build older than this are removed
-_SOURCE = Path(__file__).with_name("decode_attention.cc")
-_TARGET = "mle_rl_decode_attention"
-_SYMBOL = "MleRlDecodeAttention"
+_SOURCE = Path(__file__).with_name("cpu_kernels.cc")
+# jax.ffi target name -> exported handler symbol
+_TARGETS = {"mle_rl_decode_attention": "MleRlDecodeAttention",
+            "mle_rl_packed_matmul": "MleRlPackedMatmul"}
+PANEL = 16   # columns per packed panel (kPanel in cpu_kernels.cc)
 
 _lock = threading.Lock()
 _state: dict = {}   # "ok": bool once decided; "error": why not; "lib": the loaded library
@@ -156,8 +162,8 @@ def _intact(lib: Path, digest: Path) -> bool:
         return False
 
 
-def decode_attention_available() -> bool:
-    """True when the decode-attention kernel is built, loaded and registered with jax.
+def available() -> bool:
+    """True when the kernels are built, loaded and registered with jax.
     Decided once per process; a failure (no compiler, a failed build, a library that does
     not load) is logged once and means False."""
     if os.environ.get(ENV_SWITCH, "1") == "0":
@@ -167,12 +173,13 @@ def decode_attention_available() -> bool:
             try:
                 path = build()
                 lib = ctypes.cdll.LoadLibrary(str(path))
-                jax.ffi.register_ffi_target(_TARGET, jax.ffi.pycapsule(getattr(lib, _SYMBOL)),
-                                            platform="cpu")
+                for target, symbol in _TARGETS.items():
+                    jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(lib, symbol)),
+                                                platform="cpu")
                 _state.update(ok=True, lib=lib, path=path)
             except Exception as e:  # noqa: BLE001 - any failure here means "use XLA"
                 _state.update(ok=False, error=str(e))
-                log.warning("mle_rl: the CPU decode-attention kernel is unavailable; decoding "
+                log.warning("mle_rl: the native CPU decode kernels are unavailable; decoding "
                             "uses the XLA path. %s", e)
         return _state["ok"]
 
@@ -180,10 +187,45 @@ def decode_attention_available() -> bool:
 def decode_attention(q, k_t, v, key_valid, slot, mask_value: float):
     """q [B, KV, G, HD] f32 (scaled), k_t [B, KV, HD, S] f32, v [B, KV, S, HD] f32,
     key_valid [B, S] bool, slot: the query's cache slot (int scalar) -> [B, KV, G, HD] f32.
-    Call only after `decode_attention_available()` returned True."""
+    Call only after `available()` returned True."""
     for name, x in (("q", q), ("k_t", k_t), ("v", v)):
         if x.dtype != jnp.float32:
             raise TypeError(f"decode_attention: {name} must be float32, got {x.dtype}")
     slot = jnp.asarray(slot, jnp.int32).reshape(1)
-    call = jax.ffi.ffi_call(_TARGET, jax.ShapeDtypeStruct(q.shape, jnp.float32))
+    call = jax.ffi.ffi_call("mle_rl_decode_attention", jax.ShapeDtypeStruct(q.shape, jnp.float32))
     return call(q, k_t, v, key_valid.astype(jnp.bool_), slot, mask_value=np.float32(mask_value))
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Packed:
+    """A float32 [K, N] matrix packed for `packed_matmul`: panels [N / 16, K, 16] (panel p
+    holds columns 16p .. 16p + 15, row by row)."""
+    panels: jax.Array
+
+    @property
+    def shape(self):
+        n, k, c = self.panels.shape
+        return (k, n * c)
+
+
+def pack(w):
+    """`Packed` form of a float32 [K, N] matrix with N a multiple of 16; anything else is
+    returned as it is (and multiplied by XLA)."""
+    if getattr(w, "ndim", 0) != 2 or w.dtype != jnp.float32 or w.shape[1] % PANEL:
+        return w
+    k, n = w.shape
+    return Packed(w.reshape(k, n // PANEL, PANEL).transpose(1, 0, 2))
+
+
+def packed_matmul(x, w: Packed):
+    """x [..., K] float32 @ w (`Packed` [K, N]) -> [..., N] float32.
+    Call only after `available()` returned True."""
+    if x.dtype != jnp.float32:
+        raise TypeError(f"packed_matmul: x must be float32, got {x.dtype}")
+    k, n = w.shape
+    if x.shape[-1] != k:
+        raise ValueError(f"packed_matmul: x [..., {x.shape[-1]}] does not match w [{k}, {n}]")
+    call = jax.ffi.ffi_call("mle_rl_packed_matmul",
+                            jax.ShapeDtypeStruct(x.shape[:-1] + (n,), jnp.float32))
+    return call(x, w.panels)

@@ -60,6 +60,11 @@ FUSE_PROJECTIONS = True
 FUSE_MIN_TOKENS = 256
 
 
+def _cast(w, dtype):
+    """A kernel in the compute dtype; a `cpu_kernels.Packed` one is float32 already."""
+    return w if isinstance(w, cpu_kernels.Packed) else w.astype(dtype)
+
+
 def _fuse(x) -> bool:
     """Whether x [B, T, D] goes through fused projections (static: shapes only)."""
     return FUSE_PROJECTIONS and x.shape[1] >= 16 and x.shape[0] * x.shape[1] >= FUSE_MIN_TOKENS
@@ -124,9 +129,11 @@ class Attention(nnx.Module):
         self.o_kernel = _param(rngs, (h * hd, d), ("heads", "embed"), param_dtype)
 
     def fused_kernels(self):
-        """(q|k|v kernel [D, (H + 2 KV) hd], bias) concatenated, for `__call__(fused=...)`."""
+        """(q|k|v kernel [D, (H + 2 KV) hd], bias) concatenated, and the output kernel, for
+        `__call__(fused=...)`."""
         return (jnp.concatenate([self.q_kernel[...], self.k_kernel[...], self.v_kernel[...]], 1),
-                jnp.concatenate([self.q_bias[...], self.k_bias[...], self.v_bias[...]]))
+                jnp.concatenate([self.q_bias[...], self.k_bias[...], self.v_bias[...]]),
+                self.o_kernel[...])
 
     def __call__(self, x, cos, sin, key_valid, query_slot, cache=None, cache_index=None,
                  fused=None, decode_kernel=False):
@@ -140,10 +147,11 @@ class Attention(nnx.Module):
         Returns (y [B, T, D], new cache or None)."""
         b, t, _ = x.shape
         dtype = x.dtype
+        o_kernel = self.o_kernel[...]
         if fused is not None or _fuse(x):
             # One [D, (H + 2 KV) hd] matmul instead of three, forward and backward.
-            kernel, bias = fused if fused is not None else self.fused_kernels()
-            qkv = dense(x, kernel.astype(dtype)) + bias.astype(dtype)
+            kernel, bias, o_kernel = fused if fused is not None else self.fused_kernels()
+            qkv = dense(x, _cast(kernel, dtype)) + bias.astype(dtype)
             q, k, v = jnp.split(qkv, [self.num_heads * self.head_dim,
                                       (self.num_heads + self.num_kv_heads) * self.head_dim], -1)
         else:
@@ -189,7 +197,7 @@ class Attention(nnx.Module):
             else:
                 out = self._attend(qg, k, v, key_valid, query_slot)
         out = out.transpose(0, 3, 1, 2, 4).reshape(b, t, self.num_heads * self.head_dim)
-        return dense(out, self.o_kernel[...].astype(dtype)), new_cache
+        return dense(out, _cast(o_kernel, dtype)), new_cache
 
     def _attend(self, qg, k, v, key_valid, query_slot, keys_transposed=False,
                 decode_kernel=False):
@@ -237,18 +245,20 @@ class MLP(nnx.Module):
         self.down_kernel = _param(rngs, (f, d), ("mlp", "embed"), param_dtype)
 
     def fused_kernels(self):
-        """gate|up kernel [D, 2F] concatenated, for `__call__(fused=...)`."""
-        return jnp.concatenate([self.gate_kernel[...], self.up_kernel[...]], 1)
+        """(gate|up kernel [D, 2F] concatenated, down kernel), for `__call__(fused=...)`."""
+        return (jnp.concatenate([self.gate_kernel[...], self.up_kernel[...]], 1),
+                self.down_kernel[...])
 
     def __call__(self, x, fused=None):
         dtype = x.dtype
+        down = self.down_kernel[...]
         if fused is not None or _fuse(x):
-            kernel = fused if fused is not None else self.fused_kernels()
-            g, u = jnp.split(dense(x, kernel.astype(dtype)), 2, -1)
+            kernel, down = fused if fused is not None else self.fused_kernels()
+            g, u = jnp.split(dense(x, _cast(kernel, dtype)), 2, -1)
         else:
             g = dense(x, self.gate_kernel[...].astype(dtype))
             u = dense(x, self.up_kernel[...].astype(dtype))
-        return dense(jax.nn.silu(g) * u, self.down_kernel[...].astype(dtype))
+        return dense(jax.nn.silu(g) * u, _cast(down, dtype))
 
 
 class DecoderLayer(nnx.Module):
@@ -289,8 +299,10 @@ class Qwen2(nnx.Module):
 
     # ------------------------------------------------------------------ pieces
     def fused_kernels(self):
-        """Per layer ((q|k|v kernel, bias), gate|up kernel), concatenated along the output
-        axis (a copy of those weights), for `hidden_states(fused_kernels=...)`."""
+        """Per layer ((q|k|v kernel, bias, o kernel), (gate|up kernel, down kernel)): q|k|v
+        and gate|up concatenated along the output axis (a copy of those weights), for
+        `hidden_states(fused_kernels=...)`. Matrices may be replaced by their
+        `cpu_kernels.pack`ed form (the sampler's CPU decode loop)."""
         return tuple(layer.fused_kernels() for layer in self.layers)
 
     def lm_head_kernel(self) -> jax.Array:
@@ -303,6 +315,8 @@ class Qwen2(nnx.Module):
         """h [..., D] -> float32 logits [..., V]; `kernel` [D, V] replaces
         `lm_head_kernel()` (the sampler passes a copy laid out for its decode loop)."""
         kernel = self.lm_head_kernel() if kernel is None else kernel
+        if isinstance(kernel, cpu_kernels.Packed):
+            return dense(h, kernel)
         return jnp.einsum("...d,dv->...v", h, kernel.astype(h.dtype),
                           preferred_element_type=jnp.float32)
 
@@ -320,7 +334,7 @@ class Qwen2(nnx.Module):
         steps (the sampler's decode loop): one q|k|v and one gate|up matmul per layer.
         `decode_kernel`: cached one-token steps in float32 use the native CPU attention
         (`cpu_kernels`); only for a caller on one CPU device that checked
-        `cpu_kernels.decode_attention_available()`.
+        `cpu_kernels.available()`.
         Returns (h [B, T, D], new cache or None).
         """
         chex.assert_rank(tokens, 2)

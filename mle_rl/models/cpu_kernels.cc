@@ -1,6 +1,6 @@
-// Decode attention for XLA:CPU, called through jax.ffi (see cpu_kernels.py).
+// Native kernels for XLA:CPU decoding, called through jax.ffi (see cpu_kernels.py).
 //
-// One query position per batch row (a decode step), grouped-query heads:
+// 1. DecodeAttention. One query position per batch row (a decode step), grouped-query heads:
 //   q     [B, KV, G, HD] f32   queries, already scaled by 1/sqrt(HD)
 //   k_t   [B, KV, HD, S] f32   the key cache, transposed (the sampler's layout)
 //   v     [B, KV, S, HD] f32   the value cache
@@ -14,6 +14,12 @@
 // twice). Here each (row, kv head) reads its keys and values once, in register tiles of
 // 3 heads x 32 slots (scores) and 3 heads x 32 head dims (p.V), and the (row, kv head)
 // items are shared out over XLA's intra-op thread pool.
+//
+// 2. PackedMatmul: y [M, N] = x [M, K] @ w, with w packed once per sampling call as
+//    [N / 16, K, 16] (panels of 16 columns, each contiguous). A decode step's products
+//    have few rows (the batch), where XLA:CPU's GEMM spends its time packing the weights
+//    on every call; here each panel is streamed once per 6 rows from L1, in register
+//    tiles of 6 rows x 16 columns, and the panels are shared over the thread pool.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -137,6 +143,45 @@ void attend_one(const float* q, const float* kt, const float* v, const bool* val
   }
 }
 
+
+// ---------------------------------------------------------------- packed matmul
+
+constexpr int64_t kPanel = 16;   // columns per packed panel (two vectors)
+
+// y[0:NR, 0:16] (row stride N) = x[0:NR, :] (row stride K) @ panel [K, 16]
+template <int NR>
+inline void matmul_tile(const float* x, const float* panel, float* y, int64_t K, int64_t N) {
+  v8 acc[NR][2] = {};
+  for (int64_t k = 0; k < K; ++k) {
+    const v8 b0 = load8(panel + kPanel * k), b1 = load8(panel + kPanel * k + 8);
+    for (int r = 0; r < NR; ++r) {
+      const v8 a = splat8(x[r * K + k]);
+      acc[r][0] += a * b0;
+      acc[r][1] += a * b1;
+    }
+  }
+  for (int r = 0; r < NR; ++r) {
+    store8(y + r * N, acc[r][0]);
+    store8(y + r * N + 8, acc[r][1]);
+  }
+}
+
+void matmul_panel(int64_t p, const float* x, const float* w, float* y, int64_t M, int64_t K,
+                  int64_t N) {
+  const float* panel = w + p * K * kPanel;
+  float* yp = y + p * kPanel;
+  int64_t r = 0;
+  for (; r + 6 <= M; r += 6) matmul_tile<6>(x + r * K, panel, yp + r * N, K, N);
+  switch (M - r) {
+    case 5: matmul_tile<5>(x + r * K, panel, yp + r * N, K, N); break;
+    case 4: matmul_tile<4>(x + r * K, panel, yp + r * N, K, N); break;
+    case 3: matmul_tile<3>(x + r * K, panel, yp + r * N, K, N); break;
+    case 2: matmul_tile<2>(x + r * K, panel, yp + r * N, K, N); break;
+    case 1: matmul_tile<1>(x + r * K, panel, yp + r * N, K, N); break;
+    default: break;
+  }
+}
+
 struct Work {
   std::atomic<int64_t> next{0};
   std::atomic<int64_t> finished{0};
@@ -144,22 +189,25 @@ struct Work {
   std::condition_variable cv;
 };
 
-void run_items(Work& w, int64_t n, const float* q, const float* kt, const float* v,
-               const bool* valid, int64_t last_slot, const Shape& sh, float mask_value,
-               float* out) {
-  thread_local std::vector<float> scores;
-  if (static_cast<int64_t>(scores.size()) < sh.g * sh.s) scores.resize(sh.g * sh.s);
-  int64_t done_here = 0;
-  for (int64_t i; (i = w.next.fetch_add(1)) < n; ++done_here) {
-    const int64_t b = i / sh.kv;
-    attend_one(q + i * sh.g * sh.hd, kt + i * sh.hd * sh.s, v + i * sh.s * sh.hd,
-               valid + b * sh.s, last_slot, sh, mask_value, scores.data(),
-               out + i * sh.g * sh.hd);
-  }
-  if (done_here && w.finished.fetch_add(done_here) + done_here == n) {
-    std::lock_guard<std::mutex> lock(w.mu);
-    w.cv.notify_all();
-  }
+// Runs fn(i) for i in [0, n) on the calling thread and up to num_threads - 1 pool tasks.
+// The caller claims items too, so it only ever waits for items already being run; a task
+// that starts after the call returned finds nothing left (it holds the shared state only).
+template <typename Fn>
+void parallel_for(ffi::ThreadPool& pool, int64_t n, Fn fn) {
+  auto work = std::make_shared<Work>();
+  auto body = [work, n, fn]() {
+    int64_t mine = 0;
+    for (int64_t i; (i = work->next.fetch_add(1)) < n; ++mine) fn(i);
+    if (mine && work->finished.fetch_add(mine) + mine == n) {
+      std::lock_guard<std::mutex> lock(work->mu);
+      work->cv.notify_all();
+    }
+  };
+  const int64_t helpers = std::min<int64_t>(pool.num_threads(), n) - 1;
+  for (int64_t t = 0; t < helpers; ++t) pool.Schedule(decltype(body)(body));   // a copy
+  body();
+  std::unique_lock<std::mutex> lock(work->mu);
+  work->cv.wait(lock, [&] { return work->finished.load() == n; });
 }
 
 ffi::Error DecodeAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q,
@@ -175,17 +223,43 @@ ffi::Error DecodeAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q,
     return ffi::Error::InvalidArgument("decode_attention: shapes do not match");
   const int64_t n = sh.b * sh.kv;
   const int64_t last_slot = slot.typed_data()[0];
-  auto work = std::make_shared<Work>();
-  const float* qp = q.typed_data(); const float* kp = kt.typed_data();
-  const float* vp = v.typed_data(); const bool* mp = valid.typed_data();
+  const float* qp = q.typed_data();
+  const float* kp = kt.typed_data();
+  const float* vp = v.typed_data();
+  const bool* mp = valid.typed_data();
   float* op = out->typed_data();
-  const int64_t helpers = std::min<int64_t>(pool.num_threads(), n) - 1;
-  for (int64_t t = 0; t < helpers; ++t) {
-    pool.Schedule([=]() { run_items(*work, n, qp, kp, vp, mp, last_slot, sh, mask_value, op); });
-  }
-  run_items(*work, n, qp, kp, vp, mp, last_slot, sh, mask_value, op);
-  std::unique_lock<std::mutex> lock(work->mu);
-  work->cv.wait(lock, [&] { return work->finished.load() == n; });
+  parallel_for(pool, n, [=](int64_t i) {
+    thread_local std::vector<float> scores;
+    if (static_cast<int64_t>(scores.size()) < sh.g * sh.s) scores.resize(sh.g * sh.s);
+    attend_one(qp + i * sh.g * sh.hd, kp + i * sh.hd * sh.s, vp + i * sh.s * sh.hd,
+               mp + (i / sh.kv) * sh.s, last_slot, sh, mask_value, scores.data(),
+               op + i * sh.g * sh.hd);
+  });
+  return ffi::Error::Success();
+}
+
+
+ffi::Error PackedMatmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x,
+                        ffi::Buffer<ffi::F32> w, ffi::ResultBuffer<ffi::F32> y) {
+  auto wd = w.dimensions(), yd = y->dimensions();
+  if (wd.size() != 3 || wd[2] != kPanel)
+    return ffi::Error::InvalidArgument("packed_matmul: w must be [N / 16, K, 16]");
+  const int64_t K = wd[1], N = wd[0] * kPanel;
+  if (K == 0 || x.element_count() % K != 0 || yd.size() == 0 || yd[yd.size() - 1] != N ||
+      y->element_count() != x.element_count() / K * N)
+    return ffi::Error::InvalidArgument("packed_matmul: shapes do not match");
+  const int64_t M = x.element_count() / K, panels = wd[0];
+  const float* xp = x.typed_data();
+  const float* wp = w.typed_data();
+  float* yp = y->typed_data();
+  // Chunks of consecutive panels, about 4 per thread, so uneven threads even out.
+  const int64_t threads = std::max<int64_t>(1, pool.num_threads());
+  const int64_t per = std::max<int64_t>(1, (panels + 4 * threads - 1) / (4 * threads));
+  const int64_t chunks = (panels + per - 1) / per;
+  parallel_for(pool, chunks, [=](int64_t c) {
+    for (int64_t p = c * per; p < std::min(panels, (c + 1) * per); ++p)
+      matmul_panel(p, xp, wp, yp, M, K, N);
+  });
   return ffi::Error::Success();
 }
 
@@ -200,4 +274,11 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(MleRlDecodeAttention, DecodeAttention,
                                   .Arg<ffi::Buffer<ffi::PRED>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
                                   .Attr<float>("mask_value")
+                                  .Ret<ffi::Buffer<ffi::F32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(MleRlPackedMatmul, PackedMatmul,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>());
