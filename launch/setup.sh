@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 # allocator: XLA:CPU's large temporaries then cost no page faults, see mle_rl/allocator.py).
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
-# g++ builds the native CPU decode-attention kernel on first use (mle_rl/models/cpu_kernels.py);
-# without it sampling on CPU falls back to the slower XLA attention.
+# g++ builds the native CPU decode kernels on first use (mle_rl/models/cpu_kernels.py);
+# without it sampling on CPU falls back to the slower XLA path.
 command -v g++ >/dev/null 2>&1 || command -v c++ >/dev/null 2>&1 || need+=(g++)
 compgen -G "/usr/lib*/libtcmalloc_minimal.so.4" >/dev/null \
   || compgen -G "/usr/lib/*/libtcmalloc_minimal.so.4" >/dev/null || need+=(libtcmalloc-minimal4)
@@ -21,7 +21,7 @@ if [ ${#need[@]} -gt 0 ]; then
     echo "[setup] WARNING: cannot install ${need[*]} here (no apt-get or not root). Without" \
          "bubblewrap generated code runs with the weaker rlimit fallback; without tcmalloc" \
          "training and sampling on CPU are slower (glibc malloc); without g++ sampling on" \
-         "CPU uses the slower XLA attention." >&2
+         "CPU uses the slower XLA path." >&2
   fi
 fi
 

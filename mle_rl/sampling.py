@@ -36,8 +36,8 @@ from mle_rl.models import sharding as shd
 MIN_PROMPT_BUCKET = 16
 MIN_GEN_BUCKET = 16
 FUSE_DECODE = True    # decode steps use concatenated q|k|v and gate|up kernels
-# Single-device float32 decoding on CPU runs each step's attention in the native kernel
-# (`models/cpu_kernels.py`) when it builds here; False keeps the XLA path.
+# Single-device float32 decoding on CPU runs each step's attention and matmuls in the
+# native kernels (`models/cpu_kernels.py`) when they build here; False keeps the XLA path.
 CPU_DECODE_KERNEL = True
 FIRST_WINDOW = 64     # generation slots of the first decode phase (see _next_window)
 

@@ -15,7 +15,8 @@ One code path serves three uses:
   see `Attention._attend`) and p [G, S] @ V [S, hd]. With keys as [.., S, hd] the q.K^T
   product ran 1.5-3x slower on XLA:CPU at batch 16 (and [B, S, kv_heads, hd] copied the
   whole cache every step). The sampler's float32 decode on one CPU device runs this
-  attention in a C++ kernel instead (`cpu_kernels.decode_attention`, `decode_kernel=True`).
+  attention in a C++ kernel instead (`cpu_kernels.decode_attention`, `decode_kernel=True`),
+  and its projections over `cpu_kernels.pack`ed weights (`fused_kernels` passed in).
 """
 
 from __future__ import annotations
@@ -331,7 +332,8 @@ class Qwen2(nnx.Module):
         With a cache: `cache_index` (scalar) is the slot of tokens[:, 0]; `key_valid` [B, S]
         marks cache slots that hold real tokens (this call's slots included).
         `fused_kernels`: `self.fused_kernels()`, made once by a caller that runs many small
-        steps (the sampler's decode loop): one q|k|v and one gate|up matmul per layer.
+        steps (the sampler's decode loop): one q|k|v and one gate|up matmul per layer (its
+        matrices may be `cpu_kernels.Packed`: then the native matmul runs them).
         `decode_kernel`: cached one-token steps in float32 use the native CPU attention
         (`cpu_kernels`); only for a caller on one CPU device that checked
         `cpu_kernels.available()`.
