@@ -45,57 +45,51 @@ inline v8 splat8(float x) { return v8{x, x, x, x, x, x, x, x}; }
 
 constexpr int64_t kCols = 32;   // columns (floats) per register tile: 4 vectors
 
-// scores[g, s0:s0+32] = q[g, :] . kt[:, s0:s0+32] for NG consecutive query heads.
+// out[g, c0:c0+32] = sum_i a[g, i] * b[i, c0:c0+32] for NG consecutive rows g (row strides
+// lda, ldb, ldo): b is read once for the NG rows.
 template <int NG>
-inline void scores_tile(const float* q, const float* kt, int64_t HD, int64_t S, int64_t s0,
-                        float* scores) {
+inline void product_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t I,
+                         float* out, int64_t ldo) {
   v8 acc[NG][4] = {};
-  for (int64_t d = 0; d < HD; ++d) {
-    const float* row = kt + d * S + s0;
+  for (int64_t i = 0; i < I; ++i) {
+    const float* row = b + i * ldb;
     const v8 r0 = load8(row), r1 = load8(row + 8), r2 = load8(row + 16), r3 = load8(row + 24);
     for (int g = 0; g < NG; ++g) {
-      const v8 qd = splat8(q[g * HD + d]);
-      acc[g][0] += qd * r0; acc[g][1] += qd * r1; acc[g][2] += qd * r2; acc[g][3] += qd * r3;
-    }
-  }
-  for (int g = 0; g < NG; ++g)
-    for (int c = 0; c < 4; ++c) store8(scores + g * S + s0 + 8 * c, acc[g][c]);
-}
-
-// out[g, d0:d0+32] = sum_s p[g, s] v[s, d0:d0+32] for NG consecutive query heads.
-template <int NG>
-inline void pv_tile(const float* p, const float* v, int64_t HD, int64_t S, int64_t d0,
-                    float* out) {
-  v8 acc[NG][4] = {};
-  for (int64_t s = 0; s < S; ++s) {
-    const float* row = v + s * HD + d0;
-    const v8 r0 = load8(row), r1 = load8(row + 8), r2 = load8(row + 16), r3 = load8(row + 24);
-    for (int g = 0; g < NG; ++g) {
-      const v8 w = splat8(p[g * S + s]);
+      const v8 w = splat8(a[g * lda + i]);
       acc[g][0] += w * r0; acc[g][1] += w * r1; acc[g][2] += w * r2; acc[g][3] += w * r3;
     }
   }
   for (int g = 0; g < NG; ++g)
-    for (int c = 0; c < 4; ++c) store8(out + g * HD + d0 + 8 * c, acc[g][c]);
+    for (int c = 0; c < 4; ++c) store8(out + g * ldo + 8 * c, acc[g][c]);
 }
 
 template <int NG>
-void tiles(const float* q, const float* kt, const float* v, int64_t HD, int64_t S,
-           float* scores, float* out, bool pv) {
-  if (!pv) {
-    for (int64_t s0 = 0; s0 + kCols <= S; s0 += kCols) scores_tile<NG>(q, kt, HD, S, s0, scores);
-  } else {
-    for (int64_t d0 = 0; d0 + kCols <= HD; d0 += kCols) pv_tile<NG>(scores, v, HD, S, d0, out);
-  }
+void product_tiles(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t I,
+                   int64_t C, float* out, int64_t ldo) {
+  for (int64_t c0 = 0; c0 + kCols <= C; c0 += kCols)
+    product_tile<NG>(a, lda, b + c0, ldb, I, out + c0, ldo);
 }
 
-void tiles_any(int64_t ng, const float* q, const float* kt, const float* v, int64_t HD,
-               int64_t S, float* scores, float* out, bool pv) {
-  switch (ng) {
-    case 1: tiles<1>(q, kt, v, HD, S, scores, out, pv); break;
-    case 2: tiles<2>(q, kt, v, HD, S, scores, out, pv); break;
-    default: tiles<3>(q, kt, v, HD, S, scores, out, pv); break;
+// out [G, C] = a [G, I] @ b [I, C] (row strides lda, ldb, ldo): register tiles of 3 rows x
+// 32 columns, scalar loops for the columns past the last full tile.
+void small_product(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t G,
+                   int64_t I, int64_t C, float* out, int64_t ldo) {
+  const int64_t tiled = C / kCols * kCols;
+  for (int64_t g0 = 0; g0 < G; g0 += 3) {
+    const float* ag = a + g0 * lda;
+    float* og = out + g0 * ldo;
+    switch (std::min<int64_t>(3, G - g0)) {
+      case 1: product_tiles<1>(ag, lda, b, ldb, I, C, og, ldo); break;
+      case 2: product_tiles<2>(ag, lda, b, ldb, I, C, og, ldo); break;
+      default: product_tiles<3>(ag, lda, b, ldb, I, C, og, ldo); break;
+    }
   }
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t c = tiled; c < C; ++c) {
+      float acc = 0.0f;
+      for (int64_t i = 0; i < I; ++i) acc += a[g * lda + i] * b[i * ldb + c];
+      out[g * ldo + c] = acc;
+    }
 }
 
 // One (row, kv head): q [G, HD] (scaled), kt [HD, S], v [S, HD], valid [S] -> out [G, HD].
@@ -103,17 +97,7 @@ void attend_one(const float* q, const float* kt, const float* v, const bool* val
                 int64_t last_slot, const Shape& sh, float mask_value, float* scores,
                 float* out) {
   const int64_t G = sh.g, HD = sh.hd, S = sh.s;
-  const int64_t s_tiled = S / kCols * kCols, d_tiled = HD / kCols * kCols;
-  for (int64_t g0 = 0; g0 < G; g0 += 3) {
-    const int64_t ng = std::min<int64_t>(3, G - g0);
-    tiles_any(ng, q + g0 * HD, kt, v, HD, S, scores + g0 * S, nullptr, false);
-    for (int64_t g = g0; g < g0 + ng; ++g)           // columns past the last full tile
-      for (int64_t s = s_tiled; s < S; ++s) {
-        float acc = 0.0f;
-        for (int64_t d = 0; d < HD; ++d) acc += q[g * HD + d] * kt[d * S + s];
-        scores[g * S + s] = acc;
-      }
-  }
+  small_product(q, HD, kt, S, G, HD, S, scores, S);          // scores = q . K^T
   for (int64_t g = 0; g < G; ++g) {
     float* sc = scores + g * S;
     float m = -3.4e38f;
@@ -131,16 +115,7 @@ void attend_one(const float* q, const float* kt, const float* v, const bool* val
     const float inv = 1.0f / total;
     for (int64_t s = 0; s < S; ++s) sc[s] *= inv;
   }
-  for (int64_t g0 = 0; g0 < G; g0 += 3) {
-    const int64_t ng = std::min<int64_t>(3, G - g0);
-    tiles_any(ng, nullptr, nullptr, v, HD, S, scores + g0 * S, out + g0 * HD, true);
-    for (int64_t g = g0; g < g0 + ng; ++g)           // head dims past the last full tile
-      for (int64_t d = d_tiled; d < HD; ++d) {
-        float acc = 0.0f;
-        for (int64_t s = 0; s < S; ++s) acc += scores[g * S + s] * v[s * HD + d];
-        out[g * HD + d] = acc;
-      }
-  }
+  small_product(scores, S, v, HD, G, S, HD, out, HD);       // out = p . V
 }
 
 
