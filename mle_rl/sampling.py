@@ -162,7 +162,7 @@ def _decode(*args, **kwargs):
     if fn is None:
         fn = _DECODE_JITS[backend] = jax.jit(
             _decode_loop, static_argnames=("graphdef", "prompt_bucket", "greedy", "use_top_p",
-                                           "cache_sharding", "decode_kernel"),
+                                           "cache_sharding"),
             donate_argnames=("cache", "out_tok", "out_lp", "out_mask"),
             compiler_options=_cpu_decode_options() if backend == "cpu" else None)
     return fn(*args, **kwargs)
@@ -183,28 +183,19 @@ def _cpu_decode_options():
 
 def _decode_loop(graphdef, state, logits, cache, key_valid, prompt_lens, done, start, stop, rng,
             temperature, top_p, eos_ids, pad_id, out_tok, out_lp, out_mask, *, prompt_bucket,
-            greedy, use_top_p, cache_sharding, decode_kernel=False):
+            greedy, use_top_p, cache_sharding, packed=None):
     """Decode steps i in [start, stop) (stopping early once every row is done) with a cache
     of `key_valid.shape[1]` slots. The cache and the outputs are donated and returned, so
-    they are updated in place instead of copied into the loop."""
+    they are updated in place instead of copied into the loop. `packed`: the output of
+    `_packed_weights` (made once per `generate` call): the steps then run in the native
+    CPU kernels."""
     TRACE_COUNTS["decode"] += 1
     model = nnx.merge(graphdef, state)
-    head = model.lm_head_kernel()
-    if model.config.tie_word_embeddings and jax.default_backend() == "cpu":
-        # Tied: the head is the embedding transposed, and XLA:CPU's [B, D] x [V, D]^T
-        # product is slower than [B, D] x [D, V] (2.8 vs 2.0 ms per step for the tiny
-        # model at batch 16). Lay the head out once per call; the barrier keeps XLA from
-        # folding the transpose back into every step's product.
-        head = jax.lax.optimization_barrier(head)
-    # One q|k|v and one gate|up matmul per layer and step instead of five: the kernels are
-    # concatenated once per call (a copy of those weights); the barrier keeps XLA from
-    # moving the concatenation into the loop.
-    fused = jax.lax.optimization_barrier(model.fused_kernels()) if FUSE_DECODE else None
-    if decode_kernel and fused is not None:
-        # The native few-row matmul reads weights packed in panels of 16 columns: packed
-        # here once per call (a copy), then read in order by every step.
-        fused = jax.lax.optimization_barrier(jax.tree.map(cpu_kernels.pack, fused))
-        head = cpu_kernels.pack(head)
+    decode_kernel = packed is not None
+    if decode_kernel:
+        fused, head = packed
+    else:
+        fused, head = _decode_weights(model)
 
     def cond(carry):
         return (carry[0] < stop) & ~jnp.all(carry[4])
@@ -238,6 +229,32 @@ def _decode_loop(graphdef, state, logits, cache, key_valid, prompt_lens, done, s
     return logits, cache, key_valid, done, rng, out_tok, out_lp, out_mask
 
 
+def _decode_weights(model):
+    """(fused kernels or None, LM head [D, V]) as the decode loop reads them."""
+    head = model.lm_head_kernel()
+    if model.config.tie_word_embeddings and jax.default_backend() == "cpu":
+        # Tied: the head is the embedding transposed, and XLA:CPU's [B, D] x [V, D]^T
+        # product is slower than [B, D] x [D, V] (2.8 vs 2.0 ms per step for the tiny
+        # model at batch 16). Lay the head out once per call; the barrier keeps XLA from
+        # folding the transpose back into every step's product.
+        head = jax.lax.optimization_barrier(head)
+    # One q|k|v and one gate|up matmul per layer and step instead of five: the kernels are
+    # concatenated once per call (a copy of those weights); the barrier keeps XLA from
+    # moving the concatenation into the loop.
+    fused = jax.lax.optimization_barrier(model.fused_kernels()) if FUSE_DECODE else None
+    return fused, head
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef",))
+def _packed_weights(graphdef, state):
+    """The decode weights packed for the native few-row matmul (`cpu_kernels.pack`: panels
+    of 16 columns), once per `generate` call (one copy) and passed to every decode phase."""
+    model = nnx.merge(graphdef, state)
+    fused = model.fused_kernels()
+    head = model.lm_head_kernel()
+    return jax.tree.map(cpu_kernels.pack, fused), cpu_kernels.pack(head)
+
+
 FINE_WINDOWS = True   # phases per `_next_window`; False doubles each phase
 
 
@@ -251,8 +268,8 @@ def _next_window(w: int) -> int:
 
 
 def _use_decode_kernel(model, state, mesh) -> bool:
-    """The native attention kernel serves float32 decoding on one CPU device (no mesh, no
-    sharded parameters); everything else keeps the XLA path."""
+    """The native kernels serve float32 decoding on one CPU device (no mesh, no sharded
+    parameters); everything else keeps the XLA path."""
     if not CPU_DECODE_KERNEL or mesh is not None or model.dtype != jnp.float32:
         return False
     devices = set()
@@ -320,7 +337,7 @@ def generate(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, rn
     logits, cache, key_valid = _prefill(graphdef, state, tokens, mask, gen_len=window,
                                         cache_sharding=cache_sh)
     greedy = temperature == 0
-    kernel = _use_decode_kernel(model, state, mesh)
+    packed = _packed_weights(graphdef, state) if _use_decode_kernel(model, state, mesh) else None
     eos = jnp.asarray(list(eos_ids) or [-1], jnp.int32)
     out_tok, out_lp, out_mask = map(put, (np.full((b, g), pad_id, np.int32),
                                           np.zeros((b, g), np.float32), np.zeros((b, g), bool)))
@@ -331,8 +348,7 @@ def generate(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, rn
             graphdef, state, logits, cache, key_valid, prompt_lens, done, jnp.int32(start),
             jnp.int32(stop), rng, jnp.float32(max(temperature, 1e-6)), jnp.float32(top_p), eos,
             jnp.int32(pad_id), out_tok, out_lp, out_mask, prompt_bucket=p, greedy=greedy,
-            use_top_p=(not greedy and top_p < 1.0), cache_sharding=cache_sh,
-            decode_kernel=kernel)
+            use_top_p=(not greedy and top_p < 1.0), cache_sharding=cache_sh, packed=packed)
         if stop >= max_new_tokens or bool(jax.device_get(jnp.all(done))):
             break
         start, new_window = stop, min(_next_window(window), g)

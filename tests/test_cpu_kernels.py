@@ -100,32 +100,43 @@ def test_kernel_rejects_mismatched_shapes(kernel):
 
 
 @needs_kernel
-def test_sampler_uses_kernel_and_matches_xla(kernel, monkeypatch):
+@pytest.mark.parametrize("tied", [False, True])
+def test_sampler_uses_kernels_and_matches_uncached_forward(kernel, monkeypatch, tied):
+    """Greedy decoding through the kernels: each token is the uncached forward's argmax (up
+    to a near-tie of 1e-4) and each log-prob its log-softmax (1e-4), teacher-forced, so a
+    tie broken the other way cannot make the test flaky. Both kernels are traced into the
+    decode loop (and neither when switched off)."""
     cfg = mcfg.ModelConfig(vocab_size=512, hidden_size=192, intermediate_size=256,
                            num_layers=2, num_heads=6, num_kv_heads=2, head_dim=32,
-                           rope_theta=10000.0)
+                           rope_theta=10000.0, tie_word_embeddings=tied)
     model = qwen2.init_model(cfg, seed=1)
-    prompts = [[1, 2, 3], list(range(5, 40)), [7], list(range(100, 120))]
+    prompts = [[1, 2, 3], list(range(5, 40)), [7], list(range(100, 120)), [9, 8], [300] * 9,
+               [4], list(range(200, 213))]                  # 8 rows: a row tail of 2
     calls = []
     for name in ("decode_attention", "packed_matmul"):
         real = getattr(cpu_kernels, name)
-        monkeypatch.setattr(cpu_kernels, name,
-                            lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
-    runs = {}
+        monkeypatch.setattr(cpu_kernels, name, lambda *a, _real=real, _name=name, **k:
+                            calls.append(_name) or _real(*a, **k))
     for flag in (False, True):
         monkeypatch.setattr(sampling, "CPU_DECODE_KERNEL", flag)
         sampling._DECODE_JITS.clear()       # trace again, so the counter sees the trace
         calls.clear()
-        runs[flag] = sampling.generate(model, prompts, max_new_tokens=70, rng=3,
-                                       temperature=0.0)
-        # per decode phase traced: one attention per layer; 4 projections per layer + the head
+        out = sampling.generate(model, prompts, max_new_tokens=70, rng=3, temperature=0.0)
+        # per decode phase traced: one attention per layer; 4 projections per layer + head
         attn, mm = calls.count("decode_attention"), calls.count("packed_matmul")
         assert (attn > 0) == flag and len(calls) == attn + mm
         assert mm * cfg.num_layers == attn * (4 * cfg.num_layers + 1)
     sampling._DECODE_JITS.clear()
-    assert (runs[True].tokens == runs[False].tokens).all()
-    assert len(set(runs[True].tokens.ravel().tolist())) > 8     # not a constant path
-    np.testing.assert_allclose(runs[True].logprobs, runs[False].logprobs, atol=1e-4)
+    assert len(set(out.tokens.ravel().tolist())) > 8            # not a constant path
+    for i, prompt in enumerate(prompts):
+        seq = list(prompt) + out.tokens[i].tolist()
+        logits = np.asarray(qwen2.forward(model, jnp.asarray([seq + [0] * (128 - len(seq))]))[
+            0, len(prompt) - 1:len(seq) - 1], np.float64)
+        picked = logits[np.arange(70), out.tokens[i]]
+        assert (picked >= logits.max(-1) - 1e-4).all()
+        log_softmax = picked - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) \
+            - logits.max(-1)
+        np.testing.assert_allclose(out.logprobs[i], log_softmax, atol=1e-4)
 
 
 def test_failed_build_falls_back(monkeypatch, tmp_path, caplog):
@@ -183,9 +194,10 @@ def test_loading_keeps_denormals(tmp_path):
     assert proc.returncode == 0 and "denormals kept" in proc.stdout, proc.stderr[-2000:]
 
 
-# (rows, K, N): row tiles of 6 and every row tail, K = 1, odd K, and 1-128 panels.
+# (rows, K, N): row tiles of 6 and every row tail (1-5), K = 1, odd K, 1-128 panels
+# (9 panels: a partial last chunk of the thread pool's share).
 MATMUL_SHAPES = [(16, 384, 2048), (1, 7, 16), (5, 33, 48), (6, 64, 32), (13, 1, 160),
-                 (17, 100, 112)]
+                 (17, 100, 112), (2, 65, 32), (3, 17, 64), (8, 40, 144), (9, 128, 48)]
 
 
 @needs_kernel

@@ -303,7 +303,8 @@ class Qwen2(nnx.Module):
         """Per layer ((q|k|v kernel, bias, o kernel), (gate|up kernel, down kernel)): q|k|v
         and gate|up concatenated along the output axis (a copy of those weights), for
         `hidden_states(fused_kernels=...)`. Matrices may be replaced by their
-        `cpu_kernels.pack`ed form (the sampler's CPU decode loop)."""
+        `cpu_kernels.pack`ed form (the sampler's CPU decode loop). For inference: a caller
+        that passes these in gets no gradient for the layer weights through them."""
         return tuple(layer.fused_kernels() for layer in self.layers)
 
     def lm_head_kernel(self) -> jax.Array:
