@@ -15,6 +15,7 @@ from absl import app, flags  # noqa: E402
 
 flags.DEFINE_string("policy_dir", "default", "HF policy dir, 'default' or 'random'.")
 flags.DEFINE_string("model_preset", "tiny", "Preset for --policy_dir=random.")
+flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "Parameter/compute dtype.")
 flags.DEFINE_list("tasks", ["tabular-synth"], "Task ids.")
 flags.DEFINE_integer("n", 32, "Samples per task (best-of-N).")
 flags.DEFINE_bool("improve", True, "Half of the samples improve the best so far.")
@@ -36,6 +37,9 @@ FLAGS = flags.FLAGS
 
 def main(argv):
     del argv
+    import jax
+    from flax import nnx
+
     from mle_rl import evaluation, policy_io
     from mle_rl.env import tasks as env_tasks
     from mle_rl.models.hf import CheckpointError
@@ -43,10 +47,15 @@ def main(argv):
         tasks = {t: env_tasks.get_task(t, mlebench_dir=FLAGS.mlebench_dir,
                                        cache_dir=FLAGS.cache_dir) for t in FLAGS.tasks}
         model, tok, _ = policy_io.load_policy(FLAGS.policy_dir, preset=FLAGS.model_preset,
-                                              cache_dir=FLAGS.cache_dir, seed=FLAGS.seed)
+                                              dtype=FLAGS.dtype, cache_dir=FLAGS.cache_dir,
+                                              seed=FLAGS.seed)
     except (env_tasks.UnknownTask, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    dtypes = sorted({str(x.dtype) for x in jax.tree.leaves(nnx.state(model, nnx.Param))})
+    print(f"[eval] policy {FLAGS.policy_dir} ({type(model).__name__}, "
+          f"{sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param))):,} parameters, "
+          f"{'/'.join(dtypes)})", flush=True)
     results = evaluation.best_of_n(
         model, tok, tasks, FLAGS.n, improve=FLAGS.improve, seed=FLAGS.seed,
         num_actors=FLAGS.num_actors, temperature=FLAGS.temperature, top_p=FLAGS.top_p,
