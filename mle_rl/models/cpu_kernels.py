@@ -66,8 +66,9 @@ class KernelBuildError(RuntimeError):
 
 def _compiler() -> str:
     for name in (os.environ.get("CXX"), "g++", "c++"):
-        if name and shutil.which(name):
-            return shutil.which(name)
+        path = shutil.which(name) if name else None
+        if path:
+            return path
     raise KernelBuildError("no C++ compiler found (set $CXX, or install g++)")
 
 
@@ -207,6 +208,13 @@ class Packed:
     def shape(self):
         n, k, c = self.panels.shape
         return (k, n * c)
+
+    def astype(self, dtype):
+        """Itself for float32 (the model's `kernel.astype(compute dtype)` passes it through);
+        packed weights exist only in float32."""
+        if jnp.dtype(dtype) != jnp.float32:
+            raise TypeError(f"Packed weights are float32; cannot use them as {jnp.dtype(dtype)}")
+        return self
 
 
 def pack(w):

@@ -61,11 +61,6 @@ FUSE_PROJECTIONS = True
 FUSE_MIN_TOKENS = 256
 
 
-def _cast(w, dtype):
-    """A kernel in the compute dtype; a `cpu_kernels.Packed` one is float32 already."""
-    return w if isinstance(w, cpu_kernels.Packed) else w.astype(dtype)
-
-
 def _fuse(x) -> bool:
     """Whether x [B, T, D] goes through fused projections (static: shapes only)."""
     return FUSE_PROJECTIONS and x.shape[1] >= 16 and x.shape[0] * x.shape[1] >= FUSE_MIN_TOKENS
@@ -152,7 +147,7 @@ class Attention(nnx.Module):
         if fused is not None or _fuse(x):
             # One [D, (H + 2 KV) hd] matmul instead of three, forward and backward.
             kernel, bias, o_kernel = fused if fused is not None else self.fused_kernels()
-            qkv = dense(x, _cast(kernel, dtype)) + bias.astype(dtype)
+            qkv = dense(x, kernel.astype(dtype)) + bias.astype(dtype)
             q, k, v = jnp.split(qkv, [self.num_heads * self.head_dim,
                                       (self.num_heads + self.num_kv_heads) * self.head_dim], -1)
         else:
@@ -198,7 +193,7 @@ class Attention(nnx.Module):
             else:
                 out = self._attend(qg, k, v, key_valid, query_slot)
         out = out.transpose(0, 3, 1, 2, 4).reshape(b, t, self.num_heads * self.head_dim)
-        return dense(out, _cast(o_kernel, dtype)), new_cache
+        return dense(out, o_kernel.astype(dtype)), new_cache
 
     def _attend(self, qg, k, v, key_valid, query_slot, keys_transposed=False,
                 decode_kernel=False):
@@ -255,11 +250,11 @@ class MLP(nnx.Module):
         down = self.down_kernel[...]
         if fused is not None or _fuse(x):
             kernel, down = fused if fused is not None else self.fused_kernels()
-            g, u = jnp.split(dense(x, _cast(kernel, dtype)), 2, -1)
+            g, u = jnp.split(dense(x, kernel.astype(dtype)), 2, -1)
         else:
             g = dense(x, self.gate_kernel[...].astype(dtype))
             u = dense(x, self.up_kernel[...].astype(dtype))
-        return dense(jax.nn.silu(g) * u, _cast(down, dtype))
+        return dense(jax.nn.silu(g) * u, down.astype(dtype))
 
 
 class DecoderLayer(nnx.Module):
