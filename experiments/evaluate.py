@@ -32,6 +32,9 @@ flags.DEFINE_string("cache_dir", None, "Cache of built-in tasks and the default 
 flags.DEFINE_string("label", "ours", "Column label in the table.")
 flags.DEFINE_string("out", None, "Write OUT.md and OUT.json.")
 flags.DEFINE_integer("seed", 0, "Random seed.")
+from mle_rl import config  # noqa: E402
+
+config.define_sandbox_flag()
 FLAGS = flags.FLAGS
 
 
@@ -43,6 +46,11 @@ def main(argv):
     from mle_rl import evaluation, policy_io
     from mle_rl.env import tasks as env_tasks
     from mle_rl.models.hf import CheckpointError
+    try:
+        config.require_sandbox(FLAGS.sandbox)  # no isolation: refuse before anything runs
+    except config.ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     try:
         tasks = {t: env_tasks.get_task(t, mlebench_dir=FLAGS.mlebench_dir,
                                        cache_dir=FLAGS.cache_dir) for t in FLAGS.tasks}

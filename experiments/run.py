@@ -24,6 +24,7 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     try:
         cfg = config.from_flags(FLAGS)
+        config.require_sandbox(FLAGS.sandbox)  # no isolation: refuse before anything runs
     except config.ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

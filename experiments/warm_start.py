@@ -20,6 +20,9 @@ import time
 
 from absl import app, flags
 
+import sys
+
+from mle_rl import config
 from mle_rl.env import tasks
 from mle_rl.warmstart import evaluate, pipeline, report, sft, sft_data
 
@@ -47,10 +50,16 @@ _TEMP = flags.DEFINE_float("temperature", 0.7, "Sampling temperature of the eval
 _REPORT = flags.DEFINE_string("report_dir", "experiments/results", "Where the report goes.")
 _FORCE = flags.DEFINE_bool("force", False, "Rebuild even when the policy is current.")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed.")
+config.define_sandbox_flag()
 
 
 def main(argv):
     del argv
+    try:
+        config.require_sandbox(flags.FLAGS.sandbox)  # the corpus runs generated programs
+    except config.ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     settings = pipeline.WarmStartSettings(
         task_ids=tuple(_TASKS.value), holdout_tasks=tuple(_HOLDOUT.value),
         n_per_task=_N.value, vocab_size=_VOCAB.value,

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Set up a fresh machine for mle_rl: bubblewrap (the sandbox), a virtualenv, the package
 # with its test extras. Idempotent: a second run only checks.
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # Debian packages: bubblewrap (the sandbox for generated code) and tcmalloc (a caching
 # allocator: XLA:CPU's large temporaries then cost no page faults, see mle_rl/allocator.py).
@@ -19,9 +18,9 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   else
     echo "[setup] WARNING: cannot install ${need[*]} here (no apt-get or not root). Without" \
-         "bubblewrap generated code runs with the weaker rlimit fallback; without tcmalloc" \
-         "training and sampling on CPU are slower (glibc malloc); without g++ sampling on" \
-         "CPU uses the slower XLA path." >&2
+         "bubblewrap generated code does not run at all (the sandbox fails closed); without" \
+         "tcmalloc training and sampling on CPU are slower (glibc malloc); without g++" \
+         "sampling on CPU uses the slower XLA path." >&2
   fi
 fi
 
@@ -38,3 +37,4 @@ python - <<'PY'
 import jax
 print(f"[setup] ok: jax {jax.__version__} on {jax.devices()[0].platform}, {jax.device_count()} device(s)")
 PY
+check_bwrap || echo "[setup] the rest of the setup is done; fix bubblewrap before running jobs." >&2

@@ -1,6 +1,7 @@
 """Command line: `python -m mle_rl tasks | prepare | exec | grade`.
 
-Each command prints exactly one JSON object on stdout. On bad input (an unknown task, a
+Each command prints exactly one JSON object on stdout. `exec` refuses (exit 2, before
+running anything) when bubblewrap does not work here, unless `--sandbox=unsafe` opts in. On bad input (an unknown task, a
 missing, empty or non-UTF-8 file, a bad flag) it prints one sentence on stderr, the same
 sentence as `{"error": ...}` on stdout, and exits with status 2.
 
@@ -8,6 +9,7 @@ sentence as `{"error": ...}` on stdout, and exits with status 2.
     python -m mle_rl prepare --task T [--cache_dir C] [--force]
     python -m mle_rl exec --task T --code FILE [--instrument ast|lm|none] [--timeout_s S]
                           [--memory_mb M] [--reward rl4mle|mlagent] [--mlebench_dir D]
+                          [--sandbox bwrap|unsafe]
     python -m mle_rl grade --task T --submission FILE [--mlebench_dir D]
 """
 
@@ -56,6 +58,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--memory_mb", type=int, default=None, help="memory limit (task's)")
     sp.add_argument("--reward", default="rl4mle", choices=("rl4mle", "mlagent"))
     sp.add_argument("--keep_workdir", action="store_true", help="keep the program's cwd")
+    sp.add_argument("--sandbox", default=None, choices=("bwrap", "unsafe"),
+                    help="isolation (default $MLE_RL_SANDBOX, else bwrap; without it: refuse)")
     sp = sub.add_parser("grade", help="grade a submission file")
     common(sp)
     sp.add_argument("--submission", required=True, help="the submission CSV")
@@ -113,20 +117,26 @@ def _run(args) -> dict:
         if args.memory_mb is not None and args.memory_mb <= 0:
             raise UsageError(f"--memory_mb must be positive, got {args.memory_mb}.")
         task = _task(args)
-        from mle_rl.env import action
+        from mle_rl.env import action, isolation
 
+        try:
+            if args.sandbox:
+                isolation.set_mode(args.sandbox)
+            isolation.require()
+        except isolation.SandboxUnavailable as e:
+            raise UsageError(str(e)) from None
         result = action.run_code(task, code, instrumenter=args.instrument,
                                  reward_scheme=args.reward, timeout_s=args.timeout_s,
                                  memory_mb=args.memory_mb, keep_workdir=args.keep_workdir)
-        return {"task": task.id, **result.to_json()}
+        return {"task": task.id, **result.to_json(), "sandbox": isolation.describe()}
     if args.command == "grade":
         sub = pathlib.Path(args.submission)
         if not sub.is_file():
             raise UsageError(f"Submission file {sub} does not exist; pass a CSV to --submission.")
         task = _task(args)
-        from mle_rl.env import metrics
+        from mle_rl.env import graders
 
-        return metrics.grade_submission(task, sub)
+        return graders.grade_submission(task, sub)
     raise UsageError(f"Unknown command {args.command!r}.")
 
 

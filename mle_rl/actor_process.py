@@ -39,6 +39,7 @@ import time
 import traceback
 from typing import Any, Callable, Optional, Union
 
+from mle_rl.env.isolation import SandboxUnavailable
 from mle_rl.env.types import ActionResult
 
 _PR_SET_PDEATHSIG = 1
@@ -255,6 +256,8 @@ def _run_one(work_fn, request, ctx: ActorContext, failure_reward: float):
     """Runs one action; returns (result, cause). Never raises for a work-function bug."""
     try:
         result = work_fn(request, ctx)
+    except SandboxUnavailable:
+        raise
     except Exception as e:  # a bug in the work function must not kill the actor
         message = (
             f"the work function raised {type(e).__name__}: {e}"[:500]
@@ -285,7 +288,8 @@ def actor_main(
             importlib.import_module(module_name)
         work_fn = resolve_work_fn(work_fn_path)
     except Exception as e:
-        conn.send(("fatal", f"{type(e).__name__}: {e}"))
+        conn.send(("fatal", f"could not load the work function {work_fn_path!r}: "
+                            f"{type(e).__name__}: {e}"))
         conn.close()
         return
     ctx = ActorContext(actor_id=actor_id, work_kwargs=dict(work_kwargs))
@@ -299,7 +303,11 @@ def actor_main(
             if request is None:
                 break
             start = time.monotonic()
-            result, cause = _run_one(work_fn, request, ctx, failure_reward)
+            try:
+                result, cause = _run_one(work_fn, request, ctx, failure_reward)
+            except SandboxUnavailable as e:  # fail closed: no reward without isolation
+                conn.send(("fatal", str(e)))
+                break
             wall_s = time.monotonic() - start
             try:
                 conn.send(("done", request.request_id, result, wall_s, cause))

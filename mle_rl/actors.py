@@ -409,10 +409,7 @@ class ActorPool:
             self._finish(ActionDone(request, result, actor.actor_id, float(wall_s)))
         elif kind == "fatal":
             self.close()
-            raise RuntimeError(
-                f"actor {actor.actor_id} could not load the work function "
-                f"{self._work_fn!r}: {message[1]}"
-            )
+            raise RuntimeError(f"actor {actor.actor_id} stopped: {message[1]}")
 
     def _finish(self, done: ActionDone) -> None:
         self._stats["actions_done"] += 1

@@ -162,6 +162,7 @@ def define_flags():
     d.DEFINE_integer("num_actors", 2, "Actor subprocesses executing actions.")
     d.DEFINE_integer("max_in_flight", 8, "Target number of actions in flight.")
     d.DEFINE_bool("warm_pool", True, "Serve actions from pre-warmed sandboxes.")
+    define_sandbox_flag()
     d.DEFINE_integer("batch_size", 8, "Rollouts per PPO update.")
     d.DEFINE_integer("max_staleness", 4, "Drop rollouts older than this many policy versions.")
     d.DEFINE_integer("buffer_capacity", 1024, "Replay buffer capacity.")
@@ -171,6 +172,31 @@ def define_flags():
     d.DEFINE_string("coordinator_address", None, "jax.distributed coordinator host:port.")
     d.DEFINE_integer("num_processes", 1, "Processes in a multi-host run.")
     d.DEFINE_integer("process_id", 0, "This process's index in a multi-host run.")
+
+
+def define_sandbox_flag():
+    """`--sandbox`, shared by every app that runs generated code (idempotent)."""
+    from absl import flags
+
+    if "sandbox" not in flags.FLAGS:
+        flags.DEFINE_enum("sandbox", None, ["bwrap", "unsafe"],
+                          "Isolation of generated code: bwrap (default; refuse to run without "
+                          "it) or unsafe (explicit opt-in: no file-system sandbox, programs "
+                          "still run as their own uid and cannot read the answers). Default: "
+                          "$MLE_RL_SANDBOX, else bwrap.")
+
+
+def require_sandbox(mode: Optional[str]) -> str:
+    """Sets `--sandbox` for this process and its actors and checks that it works, before
+    any program runs; raises ConfigError with the one line naming the fix."""
+    from mle_rl.env import isolation
+
+    try:
+        if mode:
+            isolation.set_mode(mode)
+        return isolation.require()
+    except isolation.SandboxUnavailable as e:
+        raise ConfigError(str(e)) from None
 
 
 def _check(cond: bool, message: str):

@@ -5,7 +5,8 @@ argv: READY_FD UID MAX_PROCS PRELOAD (comma-separated modules, may be empty).
    RLIMIT_NPROC, so the process count limit binds even on a root host.
 2. Imports PRELOAD with stdout/stderr silenced, then writes b"R" on READY_FD.
 3. Reads stdin to EOF: one JSON header line of limits, then the program's code.
-4. Closes READY_FD and stdin, sets RLIMIT_AS / CPU / FSIZE / CORE, and runs the code as
+4. Closes READY_FD and stdin, sets RLIMIT_CPU / FSIZE / NPROC (and RLIMIT_AS when no cgroup
+   limits memory), and runs the code as
    `__main__` (filename `solution.py`); an uncaught exception prints its traceback and
    exits 1.
 """
@@ -67,7 +68,8 @@ def _main():
     lim = json.loads(header)
     _limit(resource.RLIMIT_NPROC, lim["max_procs"])
     _limit(resource.RLIMIT_FSIZE, lim["max_file_mb"] * 2**20)
-    _limit(resource.RLIMIT_AS, lim["memory_mb"] * 2**20)
+    if lim.get("memory_mb"):  # None when a cgroup limits the whole tree instead
+        _limit(resource.RLIMIT_AS, lim["memory_mb"] * 2**20)
     if lim.get("cpu_s"):
         used = resource.getrusage(resource.RUSAGE_SELF)
         budget = math.ceil(used.ru_utime + used.ru_stime + float(lim["cpu_s"]))

@@ -41,8 +41,14 @@ def check_not_above(private_dirs: Sequence[pathlib.Path], binds: Sequence[str]) 
                                  "keep the task cache outside the Python installation.")
 
 
+def bwrap_path() -> Optional[str]:
+    """bubblewrap's absolute path on this process's PATH (programs get a PATH of their own,
+    so the command line names the binary the isolation check found), or None."""
+    return shutil.which("bwrap")
+
+
 def bwrap_command(workdir: pathlib.Path, public_dir: pathlib.Path) -> list[str]:
-    cmd = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+    cmd = [bwrap_path() or "bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
            "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
     if os.geteuid() == 0:  # keep only what the bootstrap needs to drop to its own uid
         cmd += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
@@ -84,14 +90,16 @@ def sandbox_env(env_threads: int, cwd: str) -> dict:
     return env
 
 
-WORKDIR_PREFIX = "mle_rl_job_"
+WORKDIR_PREFIX = "job_"
 
 
 def make_workdir(workdir: Optional[pathlib.Path], uid: Optional[int]) -> pathlib.Path:
-    """`workdir`, or a fresh temp dir named after this process (see `sweep_stale_workdirs`),
-    with an `input/` mount point, owned by the sandbox's `uid`."""
+    """`workdir`, or a fresh dir under this process's janitor-watched temp root (removed
+    even if the process is killed), with an `input/` mount point, owned by `uid`."""
     if workdir is None:
-        workdir = pathlib.Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}_"))
+        from mle_rl.env import janitor
+
+        workdir = pathlib.Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=janitor.temp_root()))
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "input").mkdir(exist_ok=True)
@@ -139,12 +147,14 @@ def remove_workdir(workdir: pathlib.Path) -> None:
 
 
 def sweep_stale_workdirs() -> int:
-    """Deletes temp working dirs left by processes that no longer exist (an actor killed
-    with SIGKILL cannot clean up its warm sandboxes); returns how many."""
+    """Deletes temp roots (and the older `mle_rl_job_<pid>_*` work dirs) of processes that
+    no longer exist, in case a janitor itself was killed; returns how many."""
     n = 0
-    for d in pathlib.Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*_*"):
-        pid = d.name[len(WORKDIR_PREFIX):].split("_", 1)[0]
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+    for d in pathlib.Path(tempfile.gettempdir()).glob("mle_rl_*_*"):
+        rest = d.name[len("mle_rl_"):]
+        rest = rest[len("job_"):] if rest.startswith("job_") else rest
+        pid = rest.split("_", 1)[0]
+        if d.is_dir() and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
             remove_workdir(d)
             n += 1
     return n

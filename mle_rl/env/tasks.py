@@ -91,6 +91,7 @@ def prepare(task_id: str, cache_dir: Optional[os.PathLike] = None, force: bool =
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{task_id}.tmp-", dir=base))
     try:
         BUILTIN_SPECS[task_id].build(tmp)
+        hide_private(tmp)
         (tmp / MARKER).write_text(json.dumps(_expected_marker(task_id), indent=1, sort_keys=True))
         if not force and _is_current(dest, task_id):  # another process finished first
             return dest
@@ -108,6 +109,14 @@ def prepare(task_id: str, cache_dir: Optional[os.PathLike] = None, force: bool =
     return dest
 
 
+def hide_private(root: pathlib.Path) -> None:
+    """Makes `root/private` 0700 (owner only): without bubblewrap's mount namespace
+    (`--sandbox=unsafe`), a program running as another uid then cannot read the answers."""
+    private = root / "private"
+    if private.is_dir() and private.stat().st_mode & 0o077:
+        os.chmod(private, 0o700)
+
+
 def _builtin_task(task_id: str, root: pathlib.Path) -> Task:
     s = BUILTIN_SPECS[task_id]
     return Task(id=s.id, root=root, metric=s.metric, is_lower_better=s.is_lower_better,
@@ -119,7 +128,9 @@ def _builtin_task(task_id: str, root: pathlib.Path) -> Task:
 def get_task(task_id: str, mlebench_dir=None, cache_dir=None) -> Task:
     """A built-in task (prepared on demand) or an MLE-bench task prepared under mlebench_dir."""
     if task_id in BUILTIN_SPECS:
-        return _builtin_task(task_id, prepare(task_id, cache_dir=cache_dir))
+        root = prepare(task_id, cache_dir=cache_dir)
+        hide_private(root)
+        return _builtin_task(task_id, root)
     if task_id in mlebench.SPECS and mlebench.prepared_root(mlebench_dir, task_id) is not None:
         return mlebench.make_task(mlebench_dir, task_id)
     raise UnknownTask(task_id, mlebench_dir)

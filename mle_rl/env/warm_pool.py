@@ -53,7 +53,7 @@ class WarmPool:
         self._lock = threading.Lock()
         self._closed = False
         self.stats = {"served_warm": 0, "spawned": 0, "discarded": 0,
-                      "stale_swept": sandbox.sandbox_fs.sweep_stale_workdirs()}
+                      "stale_swept": sandbox.sweep_stale()}
         ref = weakref.ref(self)
         atexit.register(lambda: ref() is not None and ref().close())
         if public_dir is not None:
