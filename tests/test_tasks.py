@@ -16,7 +16,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from mle_rl.env import metrics, tasks
+from mle_rl.env import graders, tasks
 from mle_rl.env.types import Task
 
 
@@ -31,7 +31,7 @@ def cache(tmp_path_factory):
 def _grade(task: Task, sub: pd.DataFrame, tmp_path) -> dict:
     path = tmp_path / "submission.csv"
     sub.to_csv(path, index=False)
-    return metrics.grade_submission(task, path)
+    return graders.grade_submission(task, path)
 
 
 def _read(task: Task):
@@ -148,7 +148,7 @@ def test_every_builtin_has_a_reference():
 def test_reference_beats_sample_and_scores_in_range(cache, task_id, tmp_path):
     task = tasks.get_task(task_id, cache_dir=cache)
     train, test = _read(task)
-    sample = metrics.grade_submission(task, task.public_dir / "sample_submission.csv")
+    sample = graders.grade_submission(task, task.public_dir / "sample_submission.csv")
     assert sample["valid_submission"], sample["message"]
     solve, (lo, hi) = REFERENCES[task_id]
     report = _grade(task, solve(train, test, task.public_dir), tmp_path)
@@ -194,7 +194,7 @@ def test_broken_submissions_are_invalid_with_reason(cache, task_id, tmp_path):
         report = _grade(task, sub, tmp_path)
         assert not report["valid_submission"] and report["score"] is None, (reason, report)
         assert reason in report["message"], (reason, report["message"])
-    missing = metrics.grade_submission(task, tmp_path / "nowhere" / "submission.csv")
+    missing = graders.grade_submission(task, tmp_path / "nowhere" / "submission.csv")
     assert not missing["valid_submission"] and "No submission file" in missing["message"]
 
 

@@ -12,22 +12,19 @@ from __future__ import annotations
 
 import ast
 import logging
-import os
 import pathlib
 import shutil
-import stat
 import tempfile
 from typing import Optional
 
 from mle_rl import pysource
 from mle_rl.env import instrument as instrument_lib
-from mle_rl.env import prompts, rewards, sandbox
-from mle_rl.env.types import ActionResult, Task
+from mle_rl.env import janitor, prompts, rewards, sandbox, submission_file
+from mle_rl.env.types import ActionResult, InvalidSubmission, Task
 
 log = logging.getLogger(__name__)
 
 SUBMISSION = "submission.csv"
-MAX_SUBMISSION_BYTES = 512 * 2**20
 
 
 def _reward(scheme: str, task: Task, status: str, score, n_hits: int, prev_score,
@@ -50,26 +47,19 @@ def _same_program(a: Optional[str], b: str) -> bool:
 def copy_submission(workdir: pathlib.Path, dest: pathlib.Path) -> Optional[str]:
     """Copies `workdir/submission.csv` to `dest` if it is a regular file of sane size.
 
-    Returns None on success, else one sentence saying why not. Never follows a link and
-    never blocks on a FIFO.
+    Returns None on success, else one sentence saying why not: no file, a symlink, a hard
+    link (more than one name), a FIFO, device or directory, an empty file, or one over
+    submission_file.MAX_SUBMISSION_BYTES (see submission_file.open_submission). Never
+    follows a link and never blocks; copies in chunks and stops if the file grows past
+    the limit.
     """
-    path = pathlib.Path(workdir) / SUBMISSION
+    limit = submission_file.MAX_SUBMISSION_BYTES
     try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return "The program wrote no submission.csv in its working directory."
-    except OSError as e:
-        return f"submission.csv could not be read: {e.strerror}."
-    if not stat.S_ISREG(st.st_mode):
-        return "submission.csv is not a regular file (a link or device); write a CSV file."
-    if st.st_size > MAX_SUBMISSION_BYTES:
-        return f"submission.csv is {st.st_size} bytes, over the {MAX_SUBMISSION_BYTES} limit."
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as e:
-        return f"submission.csv could not be opened: {e.strerror}."
-    with os.fdopen(fd, "rb") as src, open(dest, "wb") as dst:
-        shutil.copyfileobj(src, dst)
+        with submission_file.open_submission(pathlib.Path(workdir) / SUBMISSION, limit) as src, \
+                open(dest, "wb") as dst:
+            submission_file.copy_bounded(src, dst, limit)
+    except InvalidSubmission as e:
+        return str(e)
     return None
 
 
@@ -106,13 +96,14 @@ def run_code(task: Task, code: str, *, plan: str = "", nonce: Optional[str] = No
     score, status, message = None, res.status, res.message
     try:
         if res.status == "ok":
-            from mle_rl.env import metrics
+            from mle_rl.env import graders
 
-            with tempfile.TemporaryDirectory(prefix="mle_rl_sub_") as tmp:
+            # Under the janitor's root: removed even if this process is killed mid-grade.
+            with tempfile.TemporaryDirectory(prefix="sub_", dir=janitor.temp_root()) as tmp:
                 copied = pathlib.Path(tmp) / SUBMISSION
                 why = copy_submission(res.workdir, copied)
                 if why is None:
-                    report = metrics.grade_submission(task, copied)
+                    report = graders.grade_submission(task, copied)
                     if report["valid_submission"]:
                         score = float(report["score"])
                     else:

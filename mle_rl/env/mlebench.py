@@ -5,6 +5,13 @@ Column conventions follow each competition's answers file as mlebench prepares i
 in `private/`, e.g. `test.csv` or `answers.csv`). Covers the RL-for-MLE paper's tasks and the
 MLE-bench tasks of ML-Agent; feedback-prize-english-language-learning (an MLAgentBench task)
 follows Kaggle's format if you lay it out the same way yourself.
+
+Each grader checks a submission as that competition's MLE-bench grade.py does (commit
+783b15a): which extra columns it refuses (`header`), how close to 1 a row of probabilities
+must sum (`prob_sum`), and how it reads the CSV (`mlebench_csv`). It is never more lenient;
+where it is stricter, or scores by id / name where MLE-bench goes by position, GRADING.md
+(next to this file) lists why. tests/test_mlebench_grading.py checks every competition
+against verdicts and scores from MLE-bench's own grade.py.
 """
 
 from __future__ import annotations
@@ -13,7 +20,8 @@ import dataclasses
 import pathlib
 from typing import Optional
 
-from mle_rl.env.metrics import METRICS, TableGrader
+from mle_rl.env.graders import TableGrader
+from mle_rl.env.metrics import METRICS
 from mle_rl.env.types import Task
 
 
@@ -38,8 +46,10 @@ class MLEBenchSpec:
         return METRICS[self.grader.metric]
 
 
-def _spec(id, metric, id_col, targets, modality, answers=("test.csv",), scale=1.0, label=None):
-    return MLEBenchSpec(id=id, grader=TableGrader(metric, id_col, targets, answer_label=label),
+def _spec(id, metric, id_col, targets, modality, answers=("test.csv",), scale=1.0, **rules):
+    """rules: TableGrader's header / prob_sum, as that competition's grade.py checks."""
+    return MLEBenchSpec(id=id, grader=TableGrader(metric, id_col, targets, mlebench_csv=True,
+                                                  **rules),
                         modality=modality, answers_files=answers, reward_scale=scale)
 
 
@@ -52,31 +62,34 @@ SPECS: dict = {s.id: s for s in (
     _spec("tweet-sentiment-extraction", "word_jaccard", "textID", ("selected_text",), "text",
           scale=5.0),
     _spec("tabular-playground-series-may-2022", "auc", "id", ("target",), "tabular", scale=10.0),
-    _spec("leaf-classification", "multiclass_log_loss", "id", None, "image", scale=2.0),
+    _spec("leaf-classification", "multiclass_log_loss", "id", None, "image", scale=2.0,
+          header="exact"),
     _spec("nomad2018-predict-transparent-conductors", "rmsle_column_mean", "id",
           ("formation_energy_ev_natom", "bandgap_energy_ev"), "tabular", scale=10.0),
     _spec("spooky-author-identification", "multiclass_log_loss", "id", ("EAP", "HPL", "MWS"),
-          "text", scale=2.0),
+          "text", scale=2.0, header="exact_id_first"),
     _spec("lmsys-chatbot-arena", "multiclass_log_loss", "id",
-          ("winner_model_a", "winner_model_b", "winner_tie"), "text", ("answers.csv",), 2.0),
+          ("winner_model_a", "winner_model_b", "winner_tie"), "text", ("answers.csv",), 2.0,
+          prob_sum="round6"),
     # ML-Agent's MLE-bench tasks (training and held-out).
     _spec("aerial-cactus-identification", "auc", "id", ("has_cactus",), "image", scale=10.0),
     _spec("dogs-vs-cats-redux-kernels-edition", "binary_log_loss", "id", ("label",), "image",
           ("answers.csv",), 2.0),
     _spec("plant-pathology-2020-fgvc7", "mean_column_auc", "image_id",
-          ("healthy", "multiple_diseases", "rust", "scab"), "image", scale=10.0),
+          ("healthy", "multiple_diseases", "rust", "scab"), "image", scale=10.0, header="exact"),
     _spec("spaceship-titanic", "accuracy", "PassengerId", ("Transported",), "tabular",
           scale=10.0),
     _spec("denoising-dirty-documents", "rmse", "id", ("value",), "image", ("answers.csv",),
           10.0),
     _spec("statoil-iceberg-classifier-challenge", "binary_log_loss", "id", ("is_iceberg",),
           "image", scale=2.0),
-    _spec("whale-categorization-playground", "map_at_5", "Image", ("Id",), "image", scale=5.0),
+    _spec("whale-categorization-playground", "map_at_5", "Image", ("Id",), "image", scale=5.0,
+          header="exact"),
     _spec("learning-agency-lab-automated-essay-scoring-2", "quadratic_weighted_kappa",
           "essay_id", ("score",), "text", ("answers.csv",), 5.0),
     _spec("jigsaw-toxic-comment-classification-challenge", "mean_column_auc", "id",
           ("toxic", "severe_toxic", "obscene", "threat", "insult", "identity_hate"), "text",
-          scale=10.0),
+          scale=10.0, header="exact"),
     _spec("us-patent-phrase-to-phrase-matching", "pearson", "id", ("score",), "text",
           scale=5.0),
     _spec("tabular-playground-series-dec-2021", "accuracy", "Id", ("Cover_Type",), "tabular",

@@ -8,7 +8,8 @@ import pathlib
 import platform
 from typing import Callable
 
-from mle_rl.env.metrics import METRICS, TableGrader
+from mle_rl.env.graders import TableGrader
+from mle_rl.env.metrics import METRICS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,7 +18,7 @@ import pandas as pd
 
 from mle_rl.env.builtin import writer
 from mle_rl.env.builtin.spec import BuiltinSpec
-from mle_rl.env.metrics import TableGrader
+from mle_rl.env.graders import TableGrader
 
 SEED = 2022
 N_ROWS = 50_000

@@ -16,7 +16,7 @@ from sklearn import datasets
 
 from mle_rl.env.builtin import writer
 from mle_rl.env.builtin.spec import BuiltinSpec
-from mle_rl.env.metrics import TableGrader
+from mle_rl.env.graders import TableGrader
 
 SEED = 0
 

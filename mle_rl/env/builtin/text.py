@@ -21,7 +21,7 @@ import pandas as pd
 
 from mle_rl.env.builtin import docstrings, writer
 from mle_rl.env.builtin.spec import BuiltinSpec
-from mle_rl.env.metrics import TableGrader
+from mle_rl.env.graders import TableGrader
 
 SEED = 11
 LIBRARIES = tuple(docstrings.MODULES)   # numpy, pandas, scikit-learn, scipy, python-stdlib
