@@ -31,8 +31,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
-# torch==2.13.0 (CPU wheel) is only used by tests and benchmarks as a reference.
-python -m pip install -q -e '.[test]'
+# torch==2.13.0 (CPU wheel) is only used by tests and benchmarks as a reference. The exact
+# versions come from constraints.txt (what the project was last tested with).
+python -m pip install -q -c constraints.txt -e '.[test]'
 python - <<'PY'
 import jax
 print(f"[setup] ok: jax {jax.__version__} on {jax.devices()[0].platform}, {jax.device_count()} device(s)")
