@@ -11,10 +11,15 @@ three items (their encoding is in `checkpoint_format`):
   meta          `JsonSave`: format version, the step, every train-state path with its shape,
                 dtype and checksum, and `extra` with each array replaced by a reference.
 
-Atomicity is orbax's: a step is written to `DIR/<step>.orbax-checkpoint-tmp*` and renamed to
-`DIR/<step>` only once every item is on disk, so a save killed half-way (kill -9) leaves a
-temp directory that `latest_step` never returns (the next `Checkpointer` deletes it before
-its first save).
+Invariant (kill -9 at any moment): every step `all_steps()` lists is complete.
+  * Writing: orbax writes a step to `DIR/<step>.orbax-checkpoint-tmp*` and renames it to
+    `DIR/<step>` only once every item is on disk; a save killed half-way leaves a temp
+    directory that is never listed (the next `Checkpointer` deletes it).
+  * Deleting (beyond `keep`): orbax first renames `DIR/<step>` to `DIR/.trash/<step>`
+    (`todelete_subdir`), then this class deletes what is in `.trash`: after each save, and
+    at open, for what a kill left there. A step is never deleted in place.
+  * Resuming below the latest step: `discard_after(step)` moves the later steps into
+    `DIR/discarded-<time>/` (kept, not listed), so the resumed run writes them anew.
 
 Saving under SIGTERM/SIGINT: let the handler only set a flag; the loop then calls
 `save(step, state, extra, force=True)` and `wait()`. `save` refuses to be re-entered (as it
@@ -28,11 +33,13 @@ turns into a silent fresh start, and a damaged latest step is not silently skipp
 
 from __future__ import annotations
 
-import dataclasses
-import fnmatch
+import asyncio
 import logging
-import math
 import os
+import shutil
+import sys
+import time
+import warnings
 from typing import Any, Iterable, Optional, Sequence
 
 import jax
@@ -40,9 +47,11 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from mle_rl import checkpoint_format as fmt
+from mle_rl.checkpoint_format import MAY_CHANGE, ConfigDiff, compatible  # noqa: F401
 
 FORMAT_VERSION = 1
 _STATE, _ARRAYS, _META = "train_state", "host_arrays", "meta"
+_TRASH = ".trash"           # old steps, renamed out of the listed namespace before deletion
 
 
 class CheckpointError(RuntimeError):
@@ -70,7 +79,7 @@ class Checkpointer:
         self._saving = False
         self._requested: set = set()     # steps handed to orbax (an async one may be pending)
         options = ocp.CheckpointManagerOptions(
-            max_to_keep=keep, save_interval_steps=1, create=True,
+            max_to_keep=keep, todelete_subdir=_TRASH, save_interval_steps=1, create=True,
             cleanup_tmp_directories=True, enable_async_checkpointing=async_save)
         try:
             self._manager = ocp.CheckpointManager(self.directory, options=options,
@@ -79,6 +88,7 @@ class Checkpointer:
             raise CheckpointError(f"cannot open the checkpoint directory {self.directory} "
                                   f"({type(e).__name__}: {_first_line(e)}); check that it is a "
                                   "writable directory.") from e
+        self._empty_trash()
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -139,6 +149,7 @@ class Checkpointer:
             except Exception as e:  # noqa: BLE001
                 raise self._write_failed(step, e) from e
             self._requested.add(step)
+            self._empty_trash()     # sync: this save's old steps; async: the previous one's
         finally:
             self._saving = False
         return True
@@ -150,10 +161,41 @@ class Checkpointer:
         except Exception as e:  # noqa: BLE001
             pending = sorted(self._requested - set(self.all_steps()))
             raise self._write_failed(pending[-1] if pending else None, e) from e
+        self._empty_trash()
 
     def close(self) -> None:
         self.wait()
         self._manager.close()
+
+    def _empty_trash(self) -> None:
+        """Deletes the old steps orbax renamed into `DIR/.trash` (on process 0, as orbax
+        deletes); only its entries: an async save's thread may be renaming into it."""
+        trash = os.path.join(self.directory, _TRASH)
+        if jax.process_index() != 0 or not os.path.isdir(trash):
+            return
+        for name in os.listdir(trash):
+            shutil.rmtree(os.path.join(trash, name), ignore_errors=True)
+
+    def discard_after(self, step: int) -> tuple[list, Optional[str]]:
+        """Moves the steps above `step` into a new `DIR/discarded-<time>/` (on process 0;
+        call it on all, then a barrier), so that a run resumed from `step` writes them anew
+        rather than skip them as saved; returns (moved steps, that dir) or ([], None)."""
+        self.wait()
+        later = [s for s in self.all_steps() if s > int(step)]
+        if not later:
+            return [], None
+        dest = os.path.join(self.directory, time.strftime("discarded-%Y%m%d-%H%M%S"))
+        if jax.process_index() == 0:
+            base, n = dest, 1
+            while os.path.exists(dest):
+                n += 1
+                dest = f"{base}-{n}"
+            os.makedirs(dest)
+            for s in reversed(later):         # each step is listed whole or not at all
+                os.rename(os.path.join(self.directory, str(s)), os.path.join(dest, str(s)))
+        self._requested -= set(later)
+        self._manager.reload()
+        return later, dest
 
     def _write_failed(self, step, e: BaseException) -> CheckpointError:
         return CheckpointError(
@@ -178,6 +220,8 @@ class Checkpointer:
         return step
 
     def _corrupt(self, step: int, e: BaseException) -> CheckpointError:
+        _ABANDONED["reads"] = True      # its echoes are dropped from now on
+        warnings.filterwarnings("ignore", r"coroutine '.*' was never awaited", RuntimeWarning)
         older = [s for s in self.all_steps() if s < step]
         hint = f" or pass --resume_step={older[-1]}" if older else ""
         return CheckpointError(
@@ -185,6 +229,8 @@ class Checkpointer:
             f"({type(e).__name__}: {_first_line(e)}); delete {self.directory}/{step}{hint}.")
 
     def _read_meta(self, step: int) -> dict:
+        """The first read of every restore path (read_extra, restore, verify)."""
+        _silence_abandoned_reads()
         try:
             out = self._manager.restore(step, args=ocp.args.Composite(
                 **{_META: ocp.args.JsonRestore()}))
@@ -227,6 +273,21 @@ class Checkpointer:
             return self._restore_extra(step, meta)
         except Exception as e:  # noqa: BLE001
             raise self._corrupt(step, e) from e
+
+    def verify(self, step: Optional[int] = None) -> int:
+        """Reads checkpoint `step` (latest when None) in full onto the default device, with
+        the shapes it was saved with, and checks every checksum; returns the step. Raises
+        CheckpointError as `restore` does. Needs no model (e.g. to check a run directory)."""
+        step = self._resolve_step(step)
+        nested: dict = {}
+        for key, shape, dtype, _ in self._read_meta(step)["train_state"]:
+            *parents, leaf = key.split(".")
+            node = nested
+            for name in parents:
+                node = node.setdefault(name, {})
+            node[leaf] = jax.ShapeDtypeStruct(tuple(shape), np.dtype(dtype))
+        self.restore(step, abstract_state=nested)
+        return step
 
     def restore(self, step: Optional[int] = None, *, abstract_state) -> tuple[Any, dict]:
         """Loads checkpoint `step` (latest when None) -> (train_state, extra).
@@ -276,6 +337,45 @@ def _first_line(e: BaseException, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+_ABANDONED = {"reads": False}     # set by the first failed read of this process
+
+
+class _DropAbandonedReads(logging.Filter):
+    """Drops asyncio's reports of the tasks a failed read left behind."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return not (_ABANDONED["reads"] and ("exception was never retrieved" in text
+                                            or "was destroyed but it is pending" in text))
+
+
+def _silence_abandoned_reads() -> None:
+    """Keeps a failed restore to its one clear error (installed before the first read).
+
+    When one array fails to read, orbax's `asyncio.gather` raises at once and closes its
+    event loop while the other reads are in flight. Their echoes follow: each tensorstore
+    completion's `call_soon_threadsafe` raises "Event loop is closed" (`sys.unraisablehook`),
+    and the abandoned coroutines, tasks and futures, when collected (often at exit), each
+    report the read error again or warn they were never awaited: dozens of tracebacks.
+    Closed-loop reports are always dropped (they are only ever such echoes), the others
+    once a read has failed (`_ABANDONED`, set with the warnings filter by `_corrupt`)."""
+    previous = sys.unraisablehook
+    if getattr(previous, "_drops_abandoned_reads", False):
+        return
+
+    def hook(unraisable):
+        e, obj = unraisable.exc_value, unraisable.object
+        closed_loop = (obj is None and isinstance(e, RuntimeError)
+                       and str(e) == "Event loop is closed")
+        abandoned = _ABANDONED["reads"] and asyncio.iscoroutine(obj)
+        if not (closed_loop or abandoned):
+            previous(unraisable)
+
+    hook._drops_abandoned_reads = True
+    sys.unraisablehook = hook
+    logging.getLogger("asyncio").addFilter(_DropAbandonedReads())
+
+
 class _DropOrbaxInfo(logging.Filter):
     def __init__(self, level: int):
         super().__init__()
@@ -295,80 +395,7 @@ def quiet_orbax_logging(level: int = logging.WARNING) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# Config compatibility on resume.
-
-# Config names (fnmatch globs on the last dotted component) that may differ between a run and
-# its resumption: run length, logging and bookkeeping, not the model, optimizer or tasks.
-MAY_CHANGE = ("max_steps", "num_updates", "log_*", "*_log", "logdir", "logging", "*_every",
-              "every_*", "workdir", "resume", "resume_*", "progress*", "tensorboard*",
-              "verbose", "verbosity", "num_actors", "eval_*", "*_timeout_s")
-
-
-@dataclasses.dataclass(frozen=True)
-class ConfigDiff:
-    """Config paths that differ: `incompatible` ones block a resume, `allowed` ones do not."""
-
-    incompatible: tuple
-    allowed: tuple
-
-    @property
-    def ok(self) -> bool:
-        return not self.incompatible
-
-    def describe(self, limit: int = 5) -> str:
-        parts = [f"{p}: {a!r} -> {b!r}" for p, a, b in self.incompatible[:limit]]
-        more = len(self.incompatible) - limit
-        return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
-
-
-def _flatten_config(cfg, prefix: str = "", out: Optional[dict] = None) -> dict:
-    out = {} if out is None else out
-    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
-        cfg = dataclasses.asdict(cfg)
-    if isinstance(cfg, dict):
-        for k, v in cfg.items():
-            _flatten_config(v, f"{prefix}.{k}" if prefix else str(k), out)
-    else:
-        out[prefix] = _normalize(cfg)
-    return out
-
-
-def _normalize(v):
-    if isinstance(v, (list, tuple)):
-        return [_normalize(x) for x in v]
-    if isinstance(v, float) and math.isnan(v):
-        return "nan"
-    if isinstance(v, dict):
-        return {str(k): _normalize(x) for k, x in v.items()}
-    return v
-
-
-def compatible(config_saved: dict, config_now: dict, keys: Optional[Sequence[str]] = None, *,
-               may_change: Iterable[str] = MAY_CHANGE) -> ConfigDiff:
-    """Compares two (nested) config dicts by dotted path.
-
-    keys: globs of the full paths that must match (e.g. ("model.*", "tasks")); when None,
-      every path must match except those whose last component matches a `may_change` glob
-      (max_steps, log_every, workdir, ...).
-    Lists and tuples compare equal; a path present on one side only counts as a difference.
-    Returns a ConfigDiff; `diff.ok` is True when the run may resume.
-    """
-    a, b = _flatten_config(config_saved), _flatten_config(config_now)
-    missing = object()
-    bad, fine = [], []
-    for path in sorted(set(a) | set(b)):
-        va, vb = a.get(path, missing), b.get(path, missing)
-        if va == vb:
-            continue
-        va = "<absent>" if va is missing else va
-        vb = "<absent>" if vb is missing else vb
-        if keys is not None:
-            matters = any(fnmatch.fnmatchcase(path, g) for g in keys)
-        else:
-            name = path.rsplit(".", 1)[-1]
-            matters = not any(fnmatch.fnmatchcase(name, g) for g in may_change)
-        (bad if matters else fine).append((path, va, vb))
-    return ConfigDiff(tuple(bad), tuple(fine))
+# Config compatibility on resume (`compatible`, `ConfigDiff`, `MAY_CHANGE`: checkpoint_format).
 
 
 def check_compatible(config_saved: dict, config_now: dict, *, directory, step: int,

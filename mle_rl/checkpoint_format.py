@@ -12,13 +12,19 @@ Host state: JSON types pass through; each numpy array (or numpy scalar) is repla
 `{"__ndarray__": key or None, "dtype": "<f4", "shape": [...], "scalar": bool, "crc32": int}`
 and stored separately under `key` (zero-size arrays, which orbax cannot write, only as the
 reference).
+
+Config compatibility: `compatible` compares the config saved in `extra` with the current
+one (re-exported by `checkpoint`, whose `check_compatible` raises on a mismatch).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
 import json
+import math
 import zlib
-from typing import Any, Optional
+from typing import Any, Iterable, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -207,3 +213,81 @@ def first_difference(saved: list, flat_abs: dict) -> Optional[str]:
 def _fmt(shape_dtype) -> str:
     shape, dtype = shape_dtype
     return f"{dtype}{list(shape)}"
+
+
+# ---------------------------------------------------------------------------------------
+# Config compatibility on resume (the saved config is in `extra`; `checkpoint.check_compatible`
+# raises on a mismatch).
+
+# Config names (fnmatch globs on the last dotted component) that may differ between a run and
+# its resumption: run length, logging and bookkeeping, not the model, optimizer or tasks.
+MAY_CHANGE = ("max_steps", "num_updates", "log_*", "*_log", "logdir", "logging", "*_every",
+              "every_*", "workdir", "resume", "resume_*", "progress*", "tensorboard*",
+              "verbose", "verbosity", "num_actors", "eval_*", "*_timeout_s")
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigDiff:
+    """Config paths that differ: `incompatible` ones block a resume, `allowed` ones do not."""
+
+    incompatible: tuple
+    allowed: tuple
+
+    @property
+    def ok(self) -> bool:
+        return not self.incompatible
+
+    def describe(self, limit: int = 5) -> str:
+        parts = [f"{p}: {a!r} -> {b!r}" for p, a, b in self.incompatible[:limit]]
+        more = len(self.incompatible) - limit
+        return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def _flatten_config(cfg, prefix: str = "", out: Optional[dict] = None) -> dict:
+    out = {} if out is None else out
+    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        cfg = dataclasses.asdict(cfg)
+    if isinstance(cfg, dict):
+        for k, v in cfg.items():
+            _flatten_config(v, f"{prefix}.{k}" if prefix else str(k), out)
+    else:
+        out[prefix] = _normalize(cfg)
+    return out
+
+
+def _normalize(v):
+    if isinstance(v, (list, tuple)):
+        return [_normalize(x) for x in v]
+    if isinstance(v, float) and math.isnan(v):
+        return "nan"
+    if isinstance(v, dict):
+        return {str(k): _normalize(x) for k, x in v.items()}
+    return v
+
+
+def compatible(config_saved: dict, config_now: dict, keys: Optional[Sequence[str]] = None, *,
+               may_change: Iterable[str] = MAY_CHANGE) -> ConfigDiff:
+    """Compares two (nested) config dicts by dotted path.
+
+    keys: globs of the full paths that must match (e.g. ("model.*", "tasks")); when None,
+      every path must match except those whose last component matches a `may_change` glob
+      (max_steps, log_every, workdir, ...).
+    Lists and tuples compare equal; a path present on one side only counts as a difference.
+    Returns a ConfigDiff; `diff.ok` is True when the run may resume.
+    """
+    a, b = _flatten_config(config_saved), _flatten_config(config_now)
+    missing = object()
+    bad, fine = [], []
+    for path in sorted(set(a) | set(b)):
+        va, vb = a.get(path, missing), b.get(path, missing)
+        if va == vb:
+            continue
+        va = "<absent>" if va is missing else va
+        vb = "<absent>" if vb is missing else vb
+        if keys is not None:
+            matters = any(fnmatch.fnmatchcase(path, g) for g in keys)
+        else:
+            name = path.rsplit(".", 1)[-1]
+            matters = not any(fnmatch.fnmatchcase(name, g) for g in may_change)
+        (bad if matters else fine).append((path, va, vb))
+    return ConfigDiff(tuple(bad), tuple(fine))

@@ -285,9 +285,12 @@ def plot_reward_curve(metrics_jsonl, out_png,
     fig.suptitle(f"{os.path.basename(os.path.dirname(os.path.abspath(metrics_jsonl)))}: "
                  f"{len(records)} updates")
     fig.tight_layout()
-    fig.savefig(out_png, dpi=110)
+    out_png = os.fspath(out_png)
+    tmp = f"{out_png}.tmp-{os.getpid()}"          # never a torn PNG, even under kill -9
+    fig.savefig(tmp, dpi=110, format=os.path.splitext(out_png)[1][1:] or "png")
     plt.close(fig)
-    return os.fspath(out_png)
+    os.replace(tmp, out_png)
+    return out_png
 
 
 def summarize(metrics_jsonl) -> str:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pathlib
 import signal
 import time
@@ -172,6 +173,10 @@ class Trainer:
         self.checkpointer.save(self.step, self.learner.state, extra, force=force)
 
     def _restore(self):
+        """Loads checkpoint `--resume_step` (default: the latest). Resuming below the latest,
+        the later checkpoints are moved aside (one warning line says where) once the restore
+        has succeeded, so this run writes those steps anew and a later `--resume` finds
+        them; `MetricsLogger(resume_step=...)` likewise drops the metrics after the step."""
         latest = self.cfg.resume_step
         if latest is None:
             latest = self.checkpointer.latest_step()
@@ -201,6 +206,12 @@ class Trainer:
         self.rng.bit_generator.state = extra["host_rng"]
         self.sample_key = np.asarray(extra["sample_key"], np.uint32)
         self.buffer.load_state_dict(extra["buffer"])
+        moved, where = self.checkpointer.discard_after(latest)
+        distributed.barrier("resume_discard_after")     # every process sees the same steps
+        if moved and self.proc == 0:
+            self.log(f"[resume] warning: resuming from checkpoint {latest}, below the latest "
+                     f"{moved[-1]}: moved checkpoint(s) {moved} to {where} (this run writes "
+                     f"them anew; metrics.jsonl continues after step {latest})")
         self.log(f"[resume] continuing at update {self.step} from {self.workdir}")
 
     # ------------------------------------------------------------------ acting
@@ -433,7 +444,9 @@ class Trainer:
             "families": dict(self.family_counts),
             "statuses": {k[7:]: v for k, v in self.counters.items() if k.startswith("status_")},
         }
-        (self.workdir / "summary.json").write_text(json.dumps(summary, indent=2))
+        tmp = self.workdir / f"summary.json.tmp-{os.getpid()}"    # whole, even under kill -9
+        tmp.write_text(json.dumps(summary, indent=2))
+        os.replace(tmp, self.workdir / "summary.json")
         if metrics_file.exists():
             self.log(metrics_log.summarize(metrics_file))
         return summary

@@ -174,8 +174,50 @@ def test_every_keep_and_force(tmp_path):
     assert c.all_steps() == [4, 6]
     assert c.save(7, state, {}, force=True) and c.all_steps() == [6, 7]
     assert c.save(7, state, {}, force=True) is False       # already there: a no-op
-    assert sorted(os.listdir(tmp_path)) == ["6", "7"]
+    assert sorted(os.listdir(tmp_path)) == [".trash", "6", "7"]
+    assert os.listdir(tmp_path / ".trash") == []          # old steps went through it
     assert c.read_extra(6) == {"s": 6}
+    c.close()
+
+
+def test_discard_after_moves_later_steps_aside_so_they_are_written_again(tmp_path):
+    state = {"w": jax.numpy.arange(4.0)}
+    c = ck.Checkpointer(tmp_path, keep=5)
+    for s in range(1, 5):
+        c.save(s, state, {"s": s})
+    _damage(tmp_path / "4", "delete_item")      # e.g. the latest step is corrupt
+    assert c.discard_after(4) == ([], None)
+    moved, where = c.discard_after(2)
+    assert moved == [3, 4] and c.all_steps() == [1, 2]
+    assert os.path.dirname(where) == str(tmp_path)
+    assert os.path.basename(where).startswith("discarded-")
+    assert sorted(os.listdir(where)) == ["3", "4"]          # kept, not deleted
+    assert c.should_save(3) and c.save(3, state, {"s": 33}) and c.all_steps() == [1, 2, 3]
+    assert c.verify() == 3 and c.read_extra(3) == {"s": 33}
+    assert c.discard_after(1)[1] != where                   # a new directory each time
+    c.close()
+
+
+def test_verify_reads_every_array_without_a_model(tmp_path):
+    c = ck.Checkpointer(tmp_path)
+    c.save(1, {"a": {"0": jax.numpy.ones(3)}, "b": jax.numpy.zeros((2, 2), np.int32)}, {})
+    c.save(2, {"w": jax.numpy.asarray(np.arange(20000, dtype=np.float32))}, {})
+    assert c.verify() == 2 and c.verify(1) == 1
+    _damage(tmp_path / "2", "flip_state_bytes")
+    with pytest.raises(ck.CheckpointError, match=r"checkpoint 2 .* corrupt .*fails its checksum"):
+        c.verify()
+    c.close()
+
+
+def test_leftover_trash_is_swept_at_open_and_never_listed(tmp_path):
+    c = ck.Checkpointer(tmp_path, keep=1)
+    c.save(1, {"w": jax.numpy.zeros(3)}, {})
+    c.close()
+    half = tmp_path / ".trash" / "0"             # what a kill during a deletion leaves
+    (half / "train_state").mkdir(parents=True)
+    (half / "train_state" / "half").write_bytes(b"x")
+    c = ck.Checkpointer(tmp_path, keep=1)
+    assert c.all_steps() == [1] and os.listdir(tmp_path / ".trash") == []
     c.close()
 
 
@@ -346,6 +388,44 @@ def test_config_compatibility():
     with pytest.raises(ck.CheckpointError, match=r"checkpoint 7 in /x was made with a "
                        r"different config \(model.hidden_size: 32 -> 64; tasks"):
         ck.check_compatible(saved, bad, directory="/x", step=7)
+
+
+def test_only_the_echoes_of_abandoned_reads_are_dropped(tmp_path, monkeypatch, caplog):
+    import logging
+
+    async def read():
+        pass
+
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", seen.append)
+    monkeypatch.setitem(ck._ABANDONED, "reads", False)
+    c = ck.Checkpointer(tmp_path)
+    c.save(1, {"w": jax.numpy.zeros(3)}, {})
+    c.read_extra(1)                             # a first read installs the filters
+    report = type("Unraisable", (), {})
+    closed, other, coro = report(), report(), report()
+    closed.object, closed.exc_value = None, RuntimeError("Event loop is closed")
+    other.object, other.exc_value = None, RuntimeError("something else")
+    coro.object, coro.exc_value = read(), Exception("read failed")
+    coro.object.close()
+    log = logging.getLogger("asyncio")
+    never = "Task exception was never retrieved\nfuture: <Task finished coro=<read()>>"
+    for failed in (False, True):
+        if failed:
+            _damage(tmp_path / "1", "delete_item")
+            with pytest.raises(ck.CheckpointError):
+                c.restore(abstract_state={"w": jax.ShapeDtypeStruct((3,), np.float32)})
+        seen.clear()
+        caplog.clear()
+        for r in (closed, other, coro):
+            sys.unraisablehook(r)
+        with caplog.at_level(logging.ERROR, logger="asyncio"):
+            log.error(never)
+            log.error("something else went wrong")
+        # Closed-loop reports always go; the rest only once a read has failed.
+        assert seen == ([other] if failed else [other, coro])
+        assert len(caplog.records) == (1 if failed else 2)
+    c.close()
 
 
 _TRAINING_RUN = textwrap.dedent("""
