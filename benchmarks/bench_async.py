@@ -26,7 +26,7 @@ from mle_rl import config  # noqa: E402
 
 
 def run(mode: str, a, workdir: str) -> dict:
-    from mle_rl.trainer import Trainer
+    from mle_rl.agent.trainer import Trainer
     config.define_flags()
     argv = ["bench", f"--workdir={workdir}", "--policy_dir=random", "--model_preset=micro",
             f"--tasks={a.task}", f"--batch_size={a.batch}", f"--sample_batch={a.batch}",

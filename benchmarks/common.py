@@ -32,10 +32,10 @@ def available_cores() -> int:
 
 def setup_allocator(choice: str) -> None:
     """'tcmalloc': re-execute this benchmark with tcmalloc preloaded when the machine has it
-    (what our entry points do, see `mle_rl/allocator.py`); 'system': keep glibc malloc.
-    Both sides of a comparison run in this one process, so both get the same allocator.
+    (what our entry points do, see `mle_rl/runtime/allocator.py`); 'system': keep glibc
+    malloc. Both sides of a comparison run in this one process, so both get the same allocator.
     Call it first in main()."""
-    from mle_rl import allocator
+    from mle_rl.runtime import allocator
     if choice == "system":
         if allocator.loaded():
             raise SystemExit(f"--malloc=system, but {allocator.loaded()} is already loaded "
@@ -72,7 +72,7 @@ def thread_report() -> str:
 
 
 def _allocator_name() -> str:
-    from mle_rl import allocator
+    from mle_rl.runtime import allocator
     return allocator.loaded() or "glibc malloc (system)"
 
 

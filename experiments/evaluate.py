@@ -43,7 +43,8 @@ def main(argv):
     import jax
     from flax import nnx
 
-    from mle_rl import evaluation, policy_io
+    from mle_rl.agent import evaluation
+    from mle_rl.agent.components import load_policy
     from mle_rl.env import tasks as env_tasks
     from mle_rl.models.hf import CheckpointError
     try:
@@ -54,9 +55,9 @@ def main(argv):
     try:
         tasks = {t: env_tasks.get_task(t, mlebench_dir=FLAGS.mlebench_dir,
                                        cache_dir=FLAGS.cache_dir) for t in FLAGS.tasks}
-        model, tok, _ = policy_io.load_policy(FLAGS.policy_dir, preset=FLAGS.model_preset,
-                                              dtype=FLAGS.dtype, cache_dir=FLAGS.cache_dir,
-                                              seed=FLAGS.seed)
+        model, tok, _ = load_policy(FLAGS.policy_dir, preset=FLAGS.model_preset,
+                                    dtype=FLAGS.dtype, cache_dir=FLAGS.cache_dir,
+                                    seed=FLAGS.seed)
     except (env_tasks.UnknownTask, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -82,6 +83,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    from mle_rl import allocator
+    from mle_rl.runtime import allocator
     allocator.reexec_with_tcmalloc()  # XLA:CPU temporaries without page faults
     app.run(main)

@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from mle_rl import distributed as dist  # noqa: E402
+from mle_rl.runtime import distributed as dist  # noqa: E402
 
 BATCH, PROMPT, RESPONSE = 8, 5, 6
 NEW_TOKENS = 6

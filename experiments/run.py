@@ -28,11 +28,11 @@ def main(argv):
     except config.ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from mle_rl import distributed
+    from mle_rl.runtime import distributed
     distributed.initialize(cfg)
-    from mle_rl.checkpoint import CheckpointError
+    from mle_rl.io.checkpoint import CheckpointError
     from mle_rl.models.hf import CheckpointError as ModelCheckpointError
-    from mle_rl.trainer import Trainer
+    from mle_rl.agent.trainer import Trainer
     try:
         trainer = Trainer(cfg)
         summary = trainer.run()
@@ -48,6 +48,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    from mle_rl import allocator
+    from mle_rl.runtime import allocator
     allocator.reexec_with_tcmalloc()  # XLA:CPU temporaries without page faults
     app.run(main)

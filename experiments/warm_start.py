@@ -100,6 +100,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    from mle_rl import allocator
+    from mle_rl.runtime import allocator
     allocator.reexec_with_tcmalloc()  # XLA:CPU temporaries without page faults
     app.run(main)

@@ -20,12 +20,7 @@
 #                 they cannot undo an ablation (its flag comes after them)
 #   EVAL_FLAGS    more flags for evaluate.py only
 #   DRY_RUN=1     print the commands, run nothing
-set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
-PY=python
-if [[ -x .venv/bin/python ]]; then PY=.venv/bin/python; fi
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 TASK="${TASK:-tabular-synth}"
 if [[ -z "${FLAGFILE:-}" ]]; then

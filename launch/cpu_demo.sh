@@ -20,13 +20,8 @@
 #                we evaluate here, and experiments/results/warm_start.md stays as it is]
 #   EXTRA_FLAGS  more flags for run.py AND evaluate.py;  EVAL_FLAGS  evaluate.py only
 #   FORCE=1      redo steps whose output exists (by default a restarted demo skips them)
-set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
-PY=python
-if [[ -x .venv/bin/python ]]; then PY=.venv/bin/python; fi
-export JAX_PLATFORMS="${JAX_PLATFORMS:-cpu}"
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cpu_only
 
 DRY_RUN="${DRY_RUN:-0}"
 FORCE="${FORCE:-0}"

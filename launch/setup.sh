@@ -4,7 +4,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # Debian packages: bubblewrap (the sandbox for generated code) and tcmalloc (a caching
-# allocator: XLA:CPU's large temporaries then cost no page faults, see mle_rl/allocator.py).
+# allocator: XLA:CPU's large temporaries then cost no page faults, see
+# mle_rl/runtime/allocator.py).
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 # g++ builds the native CPU decode kernels on first use (mle_rl/models/cpu_kernels.py);
@@ -24,17 +25,16 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 
-PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "[setup] creating .venv"
-  "$PY" -m venv .venv
+  "${PYTHON:-python3}" -m venv .venv
 fi
-. .venv/bin/activate
-python -m pip install -q --upgrade pip
+PY=.venv/bin/python
+"$PY" -m pip install -q --upgrade pip
 # torch==2.13.0 (CPU wheel) is only used by tests and benchmarks as a reference. The exact
 # versions come from constraints.txt (what the project was last tested with).
-python -m pip install -q -c constraints.txt -e '.[test]'
-python - <<'PY'
+"$PY" -m pip install -q -c constraints.txt -e '.[test]'
+"$PY" - <<'PY'
 import jax
 print(f"[setup] ok: jax {jax.__version__} on {jax.devices()[0].platform}, {jax.device_count()} device(s)")
 PY

@@ -18,12 +18,7 @@
 #   FORCE=1       retrain a task that already has OUT/<task>/run/summary.json
 # A run interrupted midway continues from its latest checkpoint (--resume) when restarted.
 # Exit status: 0 when every runnable task trained and evaluated (or none could run), else 1.
-set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
-PY=python
-if [[ -x .venv/bin/python ]]; then PY=.venv/bin/python; fi
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 MLEBENCH_DIR="${MLEBENCH_DIR:-data/mlebench}"
 BASE_CKPT="${BASE_CKPT:-checkpoints/Qwen2.5-3B-Instruct}"

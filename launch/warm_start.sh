@@ -2,10 +2,6 @@
 # The full warm start on CPU: build the default policy from nothing (~17 min on 2 cores),
 # then evaluate it (32 samples per task). Writes experiments/results/warm_start.{md,json}
 # and warm_start_sft_loss.png. Extra flags pass through, e.g. --force or --holdout_tasks=...
-set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
-if [[ -f .venv/bin/activate ]]; then . .venv/bin/activate; fi
-export JAX_PLATFORMS="${JAX_PLATFORMS:-cpu}"
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-exec python experiments/warm_start.py --flagfile=experiments/warm_start.flags "$@"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cpu_only
+exec "$PY" experiments/warm_start.py --flagfile=experiments/warm_start.flags "$@"

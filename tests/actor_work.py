@@ -109,7 +109,7 @@ def tiny_task(task_id: str, mlebench_dir=None, cache_dir=None) -> Task:
 def parent_main(num_actors: int, from_thread: bool) -> None:
     """`from_thread`: start the pool from a thread, where PR_SET_PDEATHSIG can't be used,
     so the actors' parent-watcher threads must notice the death."""
-    from mle_rl.actors import ActionRequest, ActorPool
+    from mle_rl.agent.actors import ActionRequest, ActorPool
 
     make = lambda: ActorPool(num_actors, work_fn="actor_work:scripted_work", preload=())  # noqa
     if from_thread:

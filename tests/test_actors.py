@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tests import actor_work
-from mle_rl.actors import ActionDone, ActionRequest, ActorPool
+from mle_rl.agent.actors import ActionDone, ActionRequest, ActorPool
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="uses /proc and Linux process groups"

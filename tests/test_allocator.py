@@ -4,10 +4,10 @@ import os
 import subprocess
 import sys
 
-from mle_rl import allocator
+from mle_rl.runtime import allocator
 from mle_rl.env import sandbox_fs
 
-_PROBE = ("import sys; sys.path.insert(0, {root!r}); from mle_rl import allocator; "
+_PROBE = ("import sys; sys.path.insert(0, {root!r}); from mle_rl.runtime import allocator; "
           "allocator.reexec_with_tcmalloc(); print(allocator.loaded() or 'none'); "
           "print(sys.argv[1:])")
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

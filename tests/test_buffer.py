@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from mle_rl.buffer import PROMPT_KINDS, ReplayBuffer, Rollout, collate
+from mle_rl.agent.buffer import PROMPT_KINDS, ReplayBuffer, Rollout, collate
 from mle_rl.env.types import STATUSES
 
 

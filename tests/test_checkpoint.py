@@ -13,10 +13,10 @@ import jax
 import numpy as np
 import pytest
 
-from mle_rl import buffer as buf
-from mle_rl import checkpoint as ck
-from mle_rl import checkpoint_format as ckf
-from mle_rl import metrics_log as ml
+from mle_rl.agent import buffer as buf
+from mle_rl.io import checkpoint as ck
+from mle_rl.io import checkpoint_format as ckf
+from mle_rl.io import metrics_log as ml
 from mle_rl.models import config as mcfg
 from mle_rl.models import qwen2, sharding as shd
 from mle_rl.rl import learner as lrn
@@ -319,7 +319,7 @@ _KILLED_SAVE = textwrap.dedent("""
     import numpy as np
     import jax
     from orbax.checkpoint._src.path import atomicity
-    from mle_rl import checkpoint as ck
+    from mle_rl.io import checkpoint as ck
 
     c = ck.Checkpointer(sys.argv[1])
     state = {"w": jax.numpy.asarray(np.arange(1 << 18, dtype=np.float32)),
@@ -431,7 +431,7 @@ def test_only_the_echoes_of_abandoned_reads_are_dropped(tmp_path, monkeypatch, c
 _TRAINING_RUN = textwrap.dedent("""
     import json, sys
     import numpy as np
-    from mle_rl import checkpoint as ck, checkpoint_format as ckf, metrics_log as ml
+    from mle_rl.io import checkpoint as ck, checkpoint_format as ckf, metrics_log as ml
     from mle_rl.models import qwen2
     from mle_rl.rl import learner as lrn
     from tests.test_learner import CFG, make_batch

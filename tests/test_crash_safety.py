@@ -32,7 +32,7 @@ import time
 import psutil
 import pytest
 
-from mle_rl import metrics_log as ml      # light: actors import this module (below)
+from mle_rl.io import metrics_log as ml      # light: actors import this module (below)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RUN_PY = str(ROOT / "experiments" / "run.py")
@@ -51,16 +51,16 @@ PROGRAM = "Fail on purpose.\n```python\nimport sys\nprint('loaded the data')\nsy
 
 def sandboxed_work(request, ctx):
     """The actors' work in these runs: the real environment, on `PROGRAM`."""
-    from mle_rl import actor_process
+    from mle_rl.agent import actor_process
 
     return actor_process.default_work(dataclasses.replace(request, response=PROGRAM), ctx)
 
 
 _LAUNCH = f"""
 import runpy, sys
-from mle_rl import allocator
+from mle_rl.runtime import allocator
 allocator.reexec_with_tcmalloc()       # as run.py does, before the imports below
-from mle_rl import trainer
+from mle_rl.agent import trainer
 
 class Trainer(trainer.Trainer):        # run.py, with actors running `sandboxed_work`
     def __init__(self, cfg, log=print):
@@ -176,7 +176,7 @@ class Run:
     def check_intact(self):
         """After the run died: every listed step restores, metrics.jsonl is 1..n with n at
         least the latest step; returns the latest step (None if none)."""
-        from mle_rl.checkpoint import Checkpointer
+        from mle_rl.io.checkpoint import Checkpointer
 
         c = Checkpointer(self.ckpt)
         steps = c.all_steps()
@@ -212,7 +212,7 @@ def _assert_resumed_at(text, step):
 _KILLED_DELETE = textwrap.dedent("""
     import os, sys, time, types
     import jax
-    from mle_rl import checkpoint as ck
+    from mle_rl.io import checkpoint as ck
 
     c = ck.Checkpointer(sys.argv[1], keep=2)
     state = {"w": jax.numpy.arange(1 << 16, dtype=jax.numpy.float32)}
@@ -246,7 +246,7 @@ def test_kill_while_an_old_step_is_deleted_never_lists_it(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    from mle_rl.checkpoint import Checkpointer
+    from mle_rl.io.checkpoint import Checkpointer
 
     c = Checkpointer(tmp_path, keep=2)
     assert c.all_steps() == [2, 3] and os.listdir(tmp_path / ".trash") == []
@@ -257,7 +257,7 @@ def test_kill_while_an_old_step_is_deleted_never_lists_it(tmp_path):
 _CORRUPT_RESTORE = textwrap.dedent("""
     import os, sys
     import jax
-    from mle_rl import checkpoint as ck
+    from mle_rl.io import checkpoint as ck
 
     d = sys.argv[1]
     state = {f"w{i}": jax.numpy.full((4096, 64), float(i)) for i in range(40)}

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import pytest
 
-from mle_rl import distributed as dist
+from mle_rl.runtime import distributed as dist
 from mle_rl.models import sharding as shd
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

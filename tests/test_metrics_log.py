@@ -10,7 +10,7 @@ import struct
 import numpy as np
 import pytest
 
-from mle_rl import metrics_log as ml
+from mle_rl.io import metrics_log as ml
 
 
 def read_tb_scalars(logdir) -> dict:

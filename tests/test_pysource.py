@@ -5,7 +5,7 @@ import concurrent.futures
 
 import pytest
 
-from mle_rl import pysource
+from mle_rl.env import pysource
 
 PROGRAM = "\n".join(
     ["import numpy as np", "def f(x):"]

@@ -118,7 +118,7 @@ def test_kill9_then_resume_continues_at_the_saved_step(tmp_path, cache):
     proc.communicate(timeout=30)
     time.sleep(1.5)
     assert not [p for p in seen if _alive(p)], "actors outlived a kill -9 of the trainer"
-    from mle_rl.checkpoint import Checkpointer
+    from mle_rl.io.checkpoint import Checkpointer
     saved = Checkpointer(wd / "checkpoints").latest_step()
     assert saved is not None and saved >= 2
     proc = _start(["--max_steps=" + str(saved + 2), f"--workdir={wd}", "--resume"], cache)
@@ -137,7 +137,7 @@ def test_sigint_saves_a_checkpoint_and_exits_cleanly(tmp_path, cache):
     out = proc.communicate(timeout=120)[0]
     assert proc.returncode == 0, out[-3000:]
     assert "SIGINT" in out
-    from mle_rl.checkpoint import Checkpointer
+    from mle_rl.io.checkpoint import Checkpointer
     last = Checkpointer(wd / "checkpoints").latest_step()
     assert last == _metrics(wd)[-1]["step"]
     time.sleep(1.0)
@@ -146,7 +146,7 @@ def test_sigint_saves_a_checkpoint_and_exits_cleanly(tmp_path, cache):
 
 def test_resume_restores_state_archive_and_rng_exactly(tmp_path, cache, monkeypatch):
     monkeypatch.setenv("MLE_RL_CACHE", str(cache))
-    from mle_rl.trainer import Trainer
+    from mle_rl.agent.trainer import Trainer
     cfg = _config(tmp_path / "run", max_steps=2)
     a = Trainer(cfg, log=lambda *_: None)
     # A solution in the archive (the random policy finds none itself); saved at the end.
@@ -252,7 +252,7 @@ def test_two_processes_on_localhost_train_checkpoint_and_resume_together(tmp_pat
     assert [r["step"] for r in rows] == [1, 2]
     # Each update saw batch_size rollouts: 2 from each process.
     assert all(0.0 <= r["valid_frac"] <= 1.0 and np.isfinite(r["reward_mean"]) for r in rows)
-    from mle_rl import checkpoint as ckpt
+    from mle_rl.io import checkpoint as ckpt
     extra = ckpt.Checkpointer(wd / "checkpoints").read_extra()
     assert len(extra["hosts"]) == 2
     assert extra["hosts"][0]["host_rng"] != extra["hosts"][1]["host_rng"]

@@ -88,8 +88,8 @@ def test_actor_work_reports_who_instrumented_each_program(tmp_path):
     """In an actor with `--instrument=lm`, each result says whether the frozen LM's prints
     were used ("lm") or refused and replaced by the AST's ("lm_fallback"); the trainer
     turns that into `lm_instrument_accept_frac`."""
-    from mle_rl import actor_process as ap
-    from mle_rl.actors import ActionRequest
+    from mle_rl.agent import actor_process as ap
+    from mle_rl.agent.actors import ActionRequest
     from mle_rl.warmstart import action_pool, programs
 
     combo = action_pool.choose_combos("tabular", "binary", 1)[0]

@@ -17,7 +17,7 @@ import shutil
 import tempfile
 from typing import Optional
 
-from mle_rl import pysource
+from mle_rl.env import pysource
 from mle_rl.env import instrument as instrument_lib
 from mle_rl.env import janitor, prompts, rewards, sandbox, submission_file
 from mle_rl.env.types import ActionResult, InvalidSubmission, Task

@@ -22,7 +22,7 @@ import re
 import secrets
 from typing import Optional, Protocol
 
-from mle_rl import pysource
+from mle_rl.env import pysource
 
 STEPS = ("imports", "data_loaded", "model_built", "model_trained", "predicted",
          "submission_written", "validation_metric")

@@ -14,13 +14,14 @@ then exits.
     janitor.register("cgroup", path)    # killed and removed when this process is gone
     janitor.register("uid", 200_013)
 
-stdlib only (with `cgroups` and `sandbox_fs`, themselves stdlib only).
+stdlib only (with `cgroups`, itself stdlib only).
 """
 
 from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -89,9 +90,28 @@ def kill_uid(uid: int) -> None:
         time.sleep(0.05)
 
 
+def remove_workdir(workdir: pathlib.Path) -> None:
+    """Deletes a working directory even if the program changed its permissions."""
+
+    def fix(func, path, _exc):
+        try:
+            os.chmod(os.path.dirname(path), 0o700)
+            if not os.path.islink(path):
+                os.chmod(path, 0o700)
+            func(path)
+        except OSError:
+            pass
+
+    try:
+        os.chmod(workdir, 0o700)
+    except OSError:
+        pass
+    shutil.rmtree(workdir, onerror=fix)
+
+
 def clean(root: Optional[pathlib.Path], cgroup_dirs, uids) -> None:
     """Kills what the owner left running and deletes what it left on disk."""
-    from mle_rl.env import cgroups, sandbox_fs
+    from mle_rl.env import cgroups
 
     for uid in uids:
         kill_uid(uid)
@@ -99,7 +119,7 @@ def clean(root: Optional[pathlib.Path], cgroup_dirs, uids) -> None:
     for uid in uids:  # a process may have forked between the first sweep and its death
         kill_uid(uid)
     if root is not None and root.exists():
-        sandbox_fs.remove_workdir(root)
+        remove_workdir(root)
 
 
 def main() -> None:

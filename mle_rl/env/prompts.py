@@ -20,7 +20,7 @@ import pathlib
 import re
 from typing import Callable, Optional
 
-from mle_rl import pysource
+from mle_rl.env import pysource
 from mle_rl.env.instrument import strip_nonces
 
 TokenCounter = Callable[[str], int]

@@ -46,7 +46,8 @@ from typing import Optional, Sequence
 from mle_rl.env import cgroups, isolation, janitor, sandbox_fs
 from mle_rl.env.isolation import SandboxUnavailable  # noqa: F401 (re-export)
 from mle_rl.env.output_tail import Tail
-from mle_rl.env.sandbox_fs import SANDBOX_CWD, remove_workdir  # noqa: F401 (re-export)
+from mle_rl.env.janitor import remove_workdir  # noqa: F401 (re-export)
+from mle_rl.env.sandbox_fs import SANDBOX_CWD  # noqa: F401 (re-export)
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ class Sandbox:
             self._start(cmd, cwd, popen_cwd, preload, env_threads, max_procs)
         except BaseException:
             self._release()
-            sandbox_fs.remove_workdir(self.workdir)
+            janitor.remove_workdir(self.workdir)
             raise
         self.started = time.monotonic()
 
@@ -260,7 +261,7 @@ class Sandbox:
                 self.proc.stdin.close()
             except OSError:
                 pass
-        sandbox_fs.remove_workdir(self.workdir)
+        janitor.remove_workdir(self.workdir)
 
     def run(self, code: str, limits: Limits, watch: str = "") -> SandboxResult:
         """Hands `code` to the interpreter and waits for it under `limits`; stdout lines
@@ -370,9 +371,3 @@ def run_program(code: str, public_dir: pathlib.Path, *, timeout_s: float, memory
         box.kill()
         box.close_ready()
 
-
-def __getattr__(name):  # `sandbox.WarmPool` without a circular import at load time
-    if name == "WarmPool":
-        from mle_rl.env.warm_pool import WarmPool
-        return WarmPool
-    raise AttributeError(name)

@@ -16,6 +16,8 @@ import sys
 import tempfile
 from typing import Optional, Sequence
 
+from mle_rl.env import janitor
+
 SANDBOX_CWD = "/job"
 TMPFS_BYTES = 256 * 2**20
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
@@ -97,8 +99,6 @@ def make_workdir(workdir: Optional[pathlib.Path], uid: Optional[int]) -> pathlib
     """`workdir`, or a fresh dir under this process's janitor-watched temp root (removed
     even if the process is killed), with an `input/` mount point, owned by `uid`."""
     if workdir is None:
-        from mle_rl.env import janitor
-
         workdir = pathlib.Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=janitor.temp_root()))
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -127,25 +127,6 @@ def expose_public(public_dir: pathlib.Path, dest: pathlib.Path) -> None:
             os.chmod(os.path.join(d, f), 0o444)
 
 
-def remove_workdir(workdir: pathlib.Path) -> None:
-    """Deletes a working directory even if the program changed its permissions."""
-
-    def fix(func, path, _exc):
-        try:
-            os.chmod(os.path.dirname(path), 0o700)
-            if not os.path.islink(path):
-                os.chmod(path, 0o700)
-            func(path)
-        except OSError:
-            pass
-
-    try:
-        os.chmod(workdir, 0o700)
-    except OSError:
-        pass
-    shutil.rmtree(workdir, onerror=fix)
-
-
 def sweep_stale_workdirs() -> int:
     """Deletes temp roots (and the older `mle_rl_job_<pid>_*` work dirs) of processes that
     no longer exist, in case a janitor itself was killed; returns how many."""
@@ -155,6 +136,6 @@ def sweep_stale_workdirs() -> int:
         rest = rest[len("job_"):] if rest.startswith("job_") else rest
         pid = rest.split("_", 1)[0]
         if d.is_dir() and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-            remove_workdir(d)
+            janitor.remove_workdir(d)
             n += 1
     return n

@@ -1,0 +1,7 @@
+"""Qwen2 in Flax NNX (pure JAX), and its files.
+
+    qwen2.py        the causal LM; config.py: ModelConfig and presets; value_head.py
+    hf.py           HF safetensors in and out, tokenizer loading
+    sharding.py     the mesh and parameter shardings; linear.py, cpu_kernels.py (+ .cc):
+                    the CPU decode kernels
+"""

@@ -32,7 +32,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from mle_rl import distributed
+from mle_rl.runtime import distributed
 from mle_rl.models import sharding as shd
 from mle_rl.models.qwen2 import Qwen2
 from mle_rl.models.value_head import Critic, ValueHead

@@ -1,7 +1,8 @@
 """The warm start (ML-Agent): the default CPU policy built from nothing.
 
     action_pool.py   strategies on the data / model / learning axes; farthest-point combos
-    programs.py      combos -> (plan, program) per built-in task (+ programs_span.py)
+    programs.py      combos -> (plan, program) per built-in task; programs_span.py: the
+                     span task's own program skeleton
     corpus.py        expert trajectories: run in the sandbox; solve / improve /
                      instrumentation examples; the states pool for step-wise RL
     tokenizer.py     byte-level BPE (AutoTokenizer-loadable, Qwen2 chat format)
@@ -9,7 +10,8 @@
     sft.py           response-only SFT, jitted and donated, on the mesh; loss curve
     pipeline.py      build(...) and ensure_default_policy()
     lm_instrument.py the frozen-LM instrumenter (acceptance check, AST fallback, counts)
-    frozen.py        a frozen model as a generator; load_lm_instrumenter()
+    frozen.py        a frozen model as a generator (generate_texts, load_tokenizer);
+                     load_lm_instrumenter()
     states.py        ExpertStatesSource (--prompt_source=expert_states), MixedSource
     evaluate.py      N samples per task -> valid fraction, families, instrumenter hits
     report.py        the markdown report and closing note

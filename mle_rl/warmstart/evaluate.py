@@ -12,13 +12,9 @@ import re
 import time
 from typing import Callable, Optional, Sequence
 
-import jax
-import numpy as np
-
-from mle_rl import sampling
 from mle_rl.env import action, prompts, tasks
 from mle_rl.warmstart import lm_instrument
-from mle_rl.warmstart.tokenizer import user_turn
+from mle_rl.warmstart.frozen import generate_texts, load_tokenizer
 
 FAMILY_PATTERNS = {
     "linear": r"\b(LogisticRegression|Ridge|Lasso|LinearRegression|SGD\w+)\(",
@@ -40,24 +36,6 @@ def family_of(code: str) -> str:
             if re.search(pat, text):
                 return fam
     return "other"
-
-
-def generate_texts(model, tok, prompt_texts: Sequence[str], *, max_new_tokens: int,
-                   temperature: float, seed: int, batch: int = 32) -> list[str]:
-    """Decoded completions of chat-wrapped `prompt_texts` (stopped at <|im_end|>)."""
-    eos = tok.convert_tokens_to_ids("<|im_end|>")
-    pad = tok.convert_tokens_to_ids("<|endoftext|>")
-    out = []
-    for i in range(0, len(prompt_texts), batch):
-        ids = [tok(user_turn(p), add_special_tokens=False)["input_ids"]
-               for p in prompt_texts[i:i + batch]]
-        res = sampling.generate(model, ids, max_new_tokens=max_new_tokens,
-                                rng=jax.random.key(seed + i), temperature=temperature,
-                                eos_ids=(eos,), pad_id=pad)
-        for row, n in zip(np.asarray(res.tokens), np.asarray(res.lengths)):
-            out.append(tok.decode([int(t) for t in row[:int(n)] if int(t) != eos],
-                                  skip_special_tokens=True))
-    return out
 
 
 def evaluate_task(model, tok, task_id: str, *, n: int, temperature: float, seed: int,
@@ -119,8 +97,6 @@ def evaluate(policy_dir, task_ids: Sequence[str], *, n: int = 32, temperature: f
         meta = json.loads((pathlib.Path(policy_dir) / "warmstart.json").read_text())
         solve_tokens = meta["settings"]["budgets"]["solve_prompt"]
 
-    from mle_rl.warmstart.frozen import load_tokenizer
-
     model = hf.load(policy_dir)
     tok = load_tokenizer(policy_dir)
     out = []
@@ -139,7 +115,6 @@ def evaluate_instrumenter(policy_dir, steps: Sequence[dict], *, seed: int = 0,
     {"programs", "accepted", "fallbacks", "hits_ge3", "hits_ge3_accepted", "hits"}."""
     from mle_rl.env.warm_pool import WarmPool
     from mle_rl.models import hf
-    from mle_rl.warmstart.frozen import load_tokenizer
 
     model, tok = hf.load(policy_dir), load_tokenizer(policy_dir)
     prompts_ = [lm_instrument.instrument_prompt(s["code"]) for s in steps]

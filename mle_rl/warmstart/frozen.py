@@ -1,5 +1,6 @@
 """A frozen model as a text generator, and the LM instrumenter built on it.
 
+    texts = generate_texts(model, tok, prompts, max_new_tokens=..., temperature=0.0, seed=0)
     inst = load_lm_instrumenter()              # the default CPU policy (built if missing)
     inst = load_lm_instrumenter(base_model_dir) # a real checkpoint: the *base* model
     result = inst.instrument(code, nonce); inst.stats()
@@ -10,9 +11,14 @@ warm-start policy on CPU), never the checkpoint of the policy being trained.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Sequence
 
+import jax
+import numpy as np
+
+from mle_rl import sampling
 from mle_rl.warmstart import lm_instrument
+from mle_rl.warmstart.tokenizer import user_turn
 
 
 def load_tokenizer(policy_dir):
@@ -26,6 +32,24 @@ def load_tokenizer(policy_dir):
     return PreTrainedTokenizerFast.from_pretrained(str(policy_dir))
 
 
+def generate_texts(model, tok, prompt_texts: Sequence[str], *, max_new_tokens: int,
+                   temperature: float, seed: int, batch: int = 32) -> list[str]:
+    """Decoded completions of chat-wrapped `prompt_texts` (stopped at <|im_end|>)."""
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    pad = tok.convert_tokens_to_ids("<|endoftext|>")
+    out = []
+    for i in range(0, len(prompt_texts), batch):
+        ids = [tok(user_turn(p), add_special_tokens=False)["input_ids"]
+               for p in prompt_texts[i:i + batch]]
+        res = sampling.generate(model, ids, max_new_tokens=max_new_tokens,
+                                rng=jax.random.key(seed + i), temperature=temperature,
+                                eos_ids=(eos,), pad_id=pad)
+        for row, n in zip(np.asarray(res.tokens), np.asarray(res.lengths)):
+            out.append(tok.decode([int(t) for t in row[:int(n)] if int(t) != eos],
+                                  skip_special_tokens=True))
+    return out
+
+
 class FrozenGenerator:
     """`prompt text -> completion text` from an HF directory, greedy, one chat turn."""
 
@@ -37,8 +61,6 @@ class FrozenGenerator:
         self.max_new_tokens = max_new_tokens
 
     def __call__(self, prompt: str) -> str:
-        from mle_rl.warmstart.evaluate import generate_texts
-
         return generate_texts(self.model, self.tok, [prompt], max_new_tokens=self.max_new_tokens,
                               temperature=0.0, seed=0)[0]
 
@@ -55,4 +77,4 @@ def load_lm_instrumenter(policy_dir=None, *, cache_dir=None, log: Callable = pri
                                                         max_new_tokens=max_new_tokens))
 
 
-__all__ = ["FrozenGenerator", "load_lm_instrumenter"]
+__all__ = ["FrozenGenerator", "generate_texts", "load_lm_instrumenter", "load_tokenizer"]

@@ -22,7 +22,7 @@ import re
 import threading
 from typing import Callable, Optional
 
-from mle_rl import pysource
+from mle_rl.env import pysource
 from mle_rl.env import instrument as inst
 
 PLACEHOLDER = "NONCE"

@@ -9,13 +9,14 @@ choice of one block per slot is a valid program, and a small policy learns the c
 "one block per slot" rather than as long-range agreements between a header of imports and
 code far below. The plan names the three ideas on three lines, in the order of the code.
 The span task (docstring parameter spans) has its own skeleton (`programs_span.py`): a
-per-word "description starts here" classifier.
+per-word "description starts here" classifier; its plan is written here, as every plan.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from mle_rl.warmstart import programs_span
 from mle_rl.warmstart.action_pool import Combo
 
 
@@ -322,8 +323,8 @@ def render(task_id: str, combo: Combo) -> tuple[str, str]:
         raise ValueError(f"No program templates for task {task_id!r}; known: "
                          f"{', '.join(TASK_INFO)}.")
     if info.modality == "span":
-        from mle_rl.warmstart import programs_span
-        return programs_span.render(info, combo)
+        code, second = programs_span.render(combo)
+        return programs_span.APPROACH + plan_text(info, combo, second), code
     data_imp, data_code = DATA_CODE[combo.data.name]
     m_imp, ctor, param, vals = _model_ctor(info, combo)
     metric_imp, pred_fn, score_fn = KIND_FUNCS[info.kind][:3]

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from mle_rl.warmstart.action_pool import Combo
 
+# The plan's first line; `programs.render` adds the idea lines (`plan_text`).
+APPROACH = ("Approach: find the parameter's entry and score each word as the start of its "
+            "description.\n")
+
 ENTRY = '''\
 def entry(text, param):
     m = re.search(r"(^|[ ,])" + re.escape(param) + r"(, [^:]*)? : ", text)
@@ -85,11 +89,9 @@ CLASSIFIERS = {
 }
 
 
-def render(info, combo: Combo) -> tuple[str, str]:
-    """(plan, code) of `combo` for the span task (blocks as in `programs`: each imports what
-    it uses at its top)."""
-    from mle_rl.warmstart.programs import plan_text
-
+def render(combo: Combo) -> tuple[str, str]:
+    """(code, second) of `combo` for the span task (blocks as in `programs`: each imports
+    what it uses at its top); `second` names the ensemble's second model for the plan."""
     if combo.model.name not in CLASSIFIERS:
         raise ValueError(f"The span skeleton has no {combo.model.name!r} model.")
     imp, ctor = CLASSIFIERS[combo.model.name]
@@ -121,6 +123,4 @@ def render(info, combo: Combo) -> tuple[str, str]:
             "zip(found, valid[\"selected_text\"])]))\n" + refit + "\n"
             'sub = pd.DataFrame({"id": test["id"], "selected_text": extract(test, pred, g_test)})\n'
             'sub.to_csv("submission.csv", index=False)\nprint("wrote", sub.shape)\n')
-    plan = ("Approach: find the parameter's entry and score each word as the start of its "
-            "description.\n" + plan_text(info, combo, phrase))
-    return plan, code
+    return code, phrase

@@ -46,8 +46,8 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from mle_rl import checkpoint_format as fmt
-from mle_rl.checkpoint_format import MAY_CHANGE, ConfigDiff, compatible  # noqa: F401
+from mle_rl.io import checkpoint_format as fmt
+from mle_rl.io.checkpoint_format import MAY_CHANGE, ConfigDiff, compatible  # noqa: F401
 
 FORMAT_VERSION = 1
 _STATE, _ARRAYS, _META = "train_state", "host_arrays", "meta"

@@ -14,11 +14,12 @@ from typing import Optional
 import jax
 import numpy as np
 
-from mle_rl import policy_io, sampling
-from mle_rl.actors import ActionRequest, ActorPool
+from mle_rl import sampling
+from mle_rl.agent.actors import ActionRequest, ActorPool
+from mle_rl.agent.prompt_sources import signed
 from mle_rl.env import families, prompts as env_prompts
 from mle_rl.env.instrument import new_nonce
-from mle_rl.prompt_sources import signed
+from mle_rl.io import policy
 
 
 @dataclasses.dataclass
@@ -41,13 +42,13 @@ class TaskResult:
 
 def _run_round(pool: ActorPool, model, tokenizer, task, texts, modes, prevs, *, key,
                cfg: dict, result: TaskResult, start_id: int):
-    ids = [policy_io.encode_prompt(tokenizer, t) for t in texts]
+    ids = [policy.encode_prompt(tokenizer, t) for t in texts]
     out = sampling.generate(model, ids, max_new_tokens=cfg["max_new_tokens"], rng=key,
                             temperature=cfg["temperature"], top_p=cfg["top_p"],
-                            eos_ids=policy_io.eos_ids(tokenizer, model.config),
-                            pad_id=policy_io.pad_id(tokenizer), mesh=cfg.get("mesh"))
+                            eos_ids=policy.eos_ids(tokenizer, model.config),
+                            pad_id=policy.pad_id(tokenizer), mesh=cfg.get("mesh"))
     for i in range(len(texts)):
-        resp = policy_io.decode_response(tokenizer, out.tokens[i, :int(out.lengths[i])])
+        resp = policy.decode_response(tokenizer, out.tokens[i, :int(out.lengths[i])])
         prev = prevs[i]
         pool.submit(ActionRequest(request_id=start_id + i, task_id=task.id, response=resp,
                                   policy_version=0, nonce=new_nonce(),
@@ -82,7 +83,7 @@ def best_of_n(model, tokenizer, tasks: dict, n: int, *, improve: bool = True, se
               instrument: str = "ast", reward: str = "rl4mle", cache_dir=None,
               mlebench_dir=None, warm_pool: bool = True, mesh=None, log=print) -> dict:
     """-> {task_id: TaskResult}. `tasks` maps ids to `Task`s."""
-    count = lambda s: len(policy_io.encode_prompt(tokenizer, s))  # noqa: E731
+    count = lambda s: len(policy.encode_prompt(tokenizer, s))  # noqa: E731
     cfg = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, mesh=mesh)
     key = jax.random.key(seed)
     work = dict(mlebench_dir=mlebench_dir, cache_dir=cache_dir, instrumenter=instrument,

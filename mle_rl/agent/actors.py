@@ -20,6 +20,10 @@ hang is the actor's wall time on it (the program's own time is unknown).
 Δt for the duration-aware gradient is `ActionDone.result.duration_s` (the program's own
 wall time, measured by the sandbox); `ActionDone.wall_s` is the actor's total time.
 
+`submit` queues and dispatches; `poll` is rounds of dispatch -> wait -> supervise (read
+answers, replace dead and hung actors) -> dispatch; `close` stops them all. The pool's
+handle on one actor process is `actor_handle.Actor`; the process itself, `actor_process`.
+
     with ActorPool(8, work_kwargs={"reward_scheme": "rl4mle"}) as pool:
         pool.submit(ActionRequest(0, "spaceship-titanic", text, policy_version=3, nonce="a1"))
         for done in pool.poll(timeout=1.0):
@@ -37,13 +41,14 @@ import os
 import threading
 import time
 import weakref
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
-from mle_rl import actor_process
+from mle_rl.agent import actor_process
+from mle_rl.agent.actor_handle import Actor, kill_all, stop_all, wait_any
 from mle_rl.env import rewards
 from mle_rl.env.types import ActionResult
 
-DEFAULT_WORK_FN = "mle_rl.actor_process:default_work"
+DEFAULT_WORK_FN = "mle_rl.agent.actor_process:default_work"
 # Imported once per actor so that grading and the env's own imports are warm.
 DEFAULT_PRELOAD = ("numpy", "pandas", "sklearn.metrics", "mle_rl.env.action", "mle_rl.env.tasks")
 # Hang limit when neither the pool nor work_kwargs give one: generous, so that a long but
@@ -66,10 +71,6 @@ class ActionRequest:
     meta: dict = dataclasses.field(default_factory=dict)
 
 
-# The default work function: `mle_rl.env.action.run_action` on the request's task.
-_default_work = actor_process.default_work
-
-
 @dataclasses.dataclass(frozen=True)
 class ActionDone:
     """A finished action: the request, its result, which actor ran it and for how long."""
@@ -80,31 +81,12 @@ class ActionDone:
     wall_s: float
 
 
-@dataclasses.dataclass
-class _Actor:
-    actor_id: int
-    process: Any
-    conn: Any
-    ready: bool = False
-    request: Optional[ActionRequest] = None
-    started_at: float = 0.0
-    deadline: float = float("inf")
-    limit_s: float = 0.0
-
-
 def _close_fds(*fds: int) -> None:
     for fd in fds:
         try:
             os.close(fd)
         except OSError:
             pass
-
-
-def _kill_actors(actors: list) -> None:
-    for actor in actors:
-        if actor.process.exitcode is None:
-            actor_process.kill_group(actor.process.pid)
-            actor.process.join(1.0)
 
 
 class ActorPool:
@@ -189,7 +171,7 @@ class ActorPool:
         self._atexit = lambda: ref() is not None and ref().close()
         atexit.register(self._atexit)
         # A pool dropped without close() still takes its actors with it.
-        self._finalizer = weakref.finalize(self, _kill_actors, self._actors)
+        self._finalizer = weakref.finalize(self, kill_all, self._actors)
 
     # ---------------------------------------------------------------- public surface
 
@@ -204,16 +186,7 @@ class ActorPool:
         with self._submit_lock:
             self._queue.append(request)
             self._stats["actions_submitted"] += 1
-        if self._lock.acquire(blocking=False):
-            try:
-                self._dispatch()
-            finally:
-                self._lock.release()
-        else:  # a poll is waiting: wake it so that it dispatches
-            try:
-                os.write(self._wake_w, b"x")
-            except OSError:
-                pass
+        self._dispatch_or_wake()
 
     def poll(self, timeout: float = 0.0) -> list:
         """Returns finished `ActionDone`s, waiting up to `timeout` s for the first one.
@@ -225,7 +198,11 @@ class ActorPool:
         with self._lock:
             self._check_open()
             while True:
-                self._step(max(0.0, end - time.monotonic()))
+                self._dispatch()
+                ready = wait_any(self._actors, self._wake_r,
+                                 max(0.0, end - time.monotonic()))
+                self._supervise(ready)
+                self._dispatch()
                 if self._done or time.monotonic() >= end:
                     done, self._done = self._done, []
                     return done
@@ -279,23 +256,7 @@ class ActorPool:
             unfinished = [a.request for a in self._actors if a.request is not None]
             unfinished += list(self._queue)
             self._queue.clear()
-            for actor in self._actors:
-                if actor.request is None:
-                    try:
-                        actor.conn.send(None)
-                    except OSError:
-                        pass
-                else:
-                    actor_process.kill_group(actor.process.pid)
-            end = time.monotonic() + timeout
-            for actor in self._actors:
-                if actor.request is None:
-                    actor.process.join(max(0.0, end - time.monotonic()))
-            for actor in self._actors:
-                if actor.process.exitcode is None:  # still running after the grace period
-                    actor_process.kill_group(actor.process.pid)  # with anything it started
-                actor.process.join(1.0)
-                actor.conn.close()
+            stop_all(self._actors, timeout)
             return unfinished
 
     def __enter__(self) -> "ActorPool":
@@ -304,32 +265,34 @@ class ActorPool:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    # ---------------------------------------------------------------- internals
+    # ---------------------------------------------------------------- dispatching
 
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("this ActorPool is closed; make a new one.")
 
-    def _start_actor(self, actor_id: int) -> _Actor:
-        parent_conn, child_conn = self._mp.Pipe(duplex=True)
-        process = self._mp.Process(
-            target=actor_process.actor_main,
-            args=(child_conn, actor_id, self._work_fn, self._work_kwargs, self._preload,
-                  self.failure_rewards["error"],
-                  os.getpid() if self._start_method == "spawn" else None,
-                  self._start_method != "spawn"
-                  or threading.current_thread() is threading.main_thread()),
-            name=f"mle_rl-actor-{actor_id}",
-            daemon=False,
-        )
-        with actor_process.main_module_hidden():
-            process.start()
-        child_conn.close()
-        return _Actor(actor_id=actor_id, process=process, conn=parent_conn,
-                      deadline=time.monotonic() + self._startup_timeout)
+    def _start_actor(self, actor_id: int) -> Actor:
+        return Actor.start(self._mp, actor_id, work_fn=self._work_fn,
+                           work_kwargs=self._work_kwargs, preload=self._preload,
+                           failure_reward=self.failure_rewards["error"],
+                           start_method=self._start_method,
+                           startup_timeout_s=self._startup_timeout)
 
     def _limit_s(self, request: ActionRequest) -> float:
         return float(self._timeout(request) if callable(self._timeout) else self._timeout)
+
+    def _dispatch_or_wake(self) -> None:
+        """Dispatches now if no `poll` holds the pool, else wakes that poll to do it."""
+        if self._lock.acquire(blocking=False):
+            try:
+                self._dispatch()
+            finally:
+                self._lock.release()
+        else:
+            try:
+                os.write(self._wake_w, b"x")
+            except OSError:
+                pass
 
     def _dispatch(self) -> None:
         """Hands queued requests to idle actors, ready ones first. An actor still starting
@@ -340,64 +303,28 @@ class ActorPool:
             if not self._queue:
                 return
             request = self._queue.popleft()
-            try:
-                actor.conn.send(request)
-            except OSError:  # died while idle; _step will replace it
+            if not actor.send(request):  # died while idle; _supervise will replace it
                 self._queue.appendleft(request)
                 continue
-            actor.request = request
-            actor.started_at = time.monotonic()
             actor.limit_s = self._limit_s(request)
             if actor.ready:
-                self._start_clock(actor)
+                actor.start_clock(self._margin)
 
-    def _start_clock(self, actor: _Actor) -> None:
-        actor.started_at = time.monotonic()
-        actor.deadline = actor.started_at + actor.limit_s + self._margin
-
-    def _step(self, timeout: float) -> None:
-        """One round: dispatch, wait for a message or death, handle both, check hangs."""
-        self._dispatch()
-        now = time.monotonic()
-        next_deadline = min((a.deadline for a in self._actors), default=float("inf"))
-        wait_s = max(0.0, min(timeout, next_deadline - now))
-        objects = [a.conn for a in self._actors] + [a.process.sentinel for a in self._actors]
-        ready = set(mp_connection.wait(objects + [self._wake_r], timeout=wait_s))
-        if self._wake_r in ready:
-            try:
-                os.read(self._wake_r, 4096)
-            except BlockingIOError:
-                pass
-        for i, actor in enumerate(list(self._actors)):
-            dead = actor.process.sentinel in ready
-            if actor.conn in ready or dead:
-                dead = self._drain(actor) or dead
-            if dead:
-                self._replace(i, hung=False)
-            elif time.monotonic() > actor.deadline:  # hung, or never got ready
-                self._replace(i, hung=True)
-        self._dispatch()
-
-    def _drain(self, actor: _Actor) -> bool:
+    def _drain(self, actor: Actor) -> bool:
         """Handles every message waiting from `actor`; True if its pipe is broken."""
-        messages, broken = [], False
-        try:
-            while actor.conn.poll():
-                messages.append(actor.conn.recv())
-        except Exception:  # EOF, a closed pipe, or a message cut short by a kill
-            broken = True
+        messages, broken = actor.receive()
         for message in messages:
             self._handle(actor, message)
         return broken
 
-    def _handle(self, actor: _Actor, message: tuple) -> None:
+    def _handle(self, actor: Actor, message: tuple) -> None:
         kind = message[0]
         if kind == "ready":
             actor.ready = True
             self._startup_deaths = 0
             actor.deadline = float("inf")
             if actor.request is not None:
-                self._start_clock(actor)
+                actor.start_clock(self._margin)
         elif kind == "done":
             _, request_id, result, wall_s, cause = message
             request = actor.request
@@ -416,48 +343,57 @@ class ActorPool:
         self._statuses[done.result.status] += 1
         self._done.append(done)
 
+    # ---------------------------------------------------------------- supervision
+
+    def _supervise(self, ready: set) -> None:
+        """Reads what the actors sent; replaces the dead, and the hung (past deadline)."""
+        for i, actor in enumerate(list(self._actors)):
+            dead = actor.process.sentinel in ready
+            if actor.conn in ready or dead:
+                dead = self._drain(actor) or dead
+            if dead:
+                self._replace(i, hung=False)
+            elif time.monotonic() > actor.deadline:  # hung, or never got ready
+                self._replace(i, hung=True)
+
     def _replace(self, index: int, *, hung: bool) -> None:
-        """Kills actor `index` (and its group), fails its action, starts a new one."""
+        """Kills actor `index` (and its group), requeues or fails its action, starts a new
+        one in its place."""
         actor = self._actors[index]
-        actor_process.kill_group(actor.process.pid)
-        actor.process.join(5.0)
+        actor.kill(5.0)
         self._drain(actor)  # the pipe is final now: a late "ready" or "done" counts
         actor.conn.close()
-        exit_ = actor_process.describe_exit(actor.process.exitcode)
-        request = actor.request
-        if not actor.ready:  # it never started the action in its pipe: queue that again
-            if request is not None:
-                self._queue.appendleft(request)
-                actor.request = request = None
-            self._failures["start_failed"] += 1
-            self._startup_deaths += 1
-            if self._startup_deaths > 3 * len(self._actors):
-                self.close()
-                raise RuntimeError(
-                    f"actors keep failing to start (last: actor {actor.actor_id} {exit_}); "
-                    f"check the work function {self._work_fn!r} and the preload modules "
-                    f"{list(self._preload)}."
-                )
-        if request is not None:
-            wall_s = time.monotonic() - actor.started_at
-            if hung:
-                self._failures["hung"] += 1
-                status = "timeout"
-                message = (
-                    f"actor {actor.actor_id} did not answer within {wall_s:.1f} s (action limit "
-                    f"{actor.limit_s:g} s + margin {self._margin:g} s); killed and replaced"
-                )
-            else:
-                self._failures["died"] += 1
-                status = "error"
-                message = (
-                    f"actor {actor.actor_id} died {exit_} during the action; replaced"
-                )
-            result = ActionResult(status=status, score=None, reward=self.failure_rewards[status],
-                                  duration_s=wall_s, message=message)
-            self._finish(ActionDone(request, result, actor.actor_id, wall_s))
-        elif actor.ready:
+        exit_ = actor.exit_description()
+        if not actor.ready:
+            self._start_failed(actor, exit_)
+        elif actor.request is not None:
+            self._fail_action(actor, hung=hung, exit_=exit_)
+        else:
             self._failures["died_idle"] += 1
         self._actors[index] = self._start_actor(actor.actor_id)
         self._stats["actors_replaced"] += 1
         self._stats["actors_started"] += 1
+
+    def _start_failed(self, actor: Actor, exit_: str) -> None:
+        """An actor that died or stalled before it was ready never started the action in
+        its pipe: that action goes back to the front of the queue. Gives up (closes the pool
+        and raises) when actors keep failing to start."""
+        if actor.request is not None:
+            self._queue.appendleft(actor.request)
+            actor.request = None
+        self._failures["start_failed"] += 1
+        self._startup_deaths += 1
+        if self._startup_deaths > 3 * len(self._actors):
+            self.close()
+            raise RuntimeError(
+                f"actors keep failing to start (last: actor {actor.actor_id} {exit_}); "
+                f"check the work function {self._work_fn!r} and the preload modules "
+                f"{list(self._preload)}."
+            )
+
+    def _fail_action(self, actor: Actor, *, hung: bool, exit_: str) -> None:
+        """The action of an actor that hung or died comes back as a failed `ActionDone`."""
+        self._failures["hung" if hung else "died"] += 1
+        result = actor.failed_action(hung=hung, exit_=exit_, margin_s=self._margin,
+                                     failure_rewards=self.failure_rewards)
+        self._finish(ActionDone(actor.request, result, actor.actor_id, result.duration_s))

@@ -1,8 +1,10 @@
-"""Loading a policy with its tokenizer, and turning prompt text into token ids.
+"""A policy with its tokenizer, and prompt text <-> token ids.
 
-`--policy_dir` is an HF checkpoint directory, `default` (the cached CPU default policy that
-the warm start builds) or `random` (random init of a preset with a byte-level tokenizer,
-for tests and smoke runs: it writes no working code).
+`load(path)` reads an HF checkpoint directory (config.json + safetensors + tokenizer);
+`load(None)` is a random init of a preset with a byte-level tokenizer (`ByteTokenizer`, for
+tests and smoke runs: it writes no working code). Which directory `--policy_dir` names
+(`default`: the cached policy the warm start builds) is decided above this layer, in
+`agent/components.py: load_policy`.
 """
 
 from __future__ import annotations
@@ -36,24 +38,14 @@ class ByteTokenizer:
         return self.vocab_size
 
 
-def resolve_policy_dir(policy_dir: Optional[str], cache_dir: Optional[str], log=print):
-    """'default' -> the cached default policy (built when missing); else the path or None."""
-    if policy_dir == "default":
-        from mle_rl.warmstart import pipeline
-        return pathlib.Path(pipeline.ensure_default_policy(cache_dir=cache_dir, log=log))
-    return None if policy_dir in (None, "random") else pathlib.Path(policy_dir)
-
-
-def load_policy(policy_dir: Optional[str], *, preset: str = "tiny", dtype: str = "float32",
-                cache_dir: Optional[str] = None, seed: int = 0, log=print):
-    """-> (model, tokenizer, resolved_dir or None)."""
-    path = resolve_policy_dir(policy_dir, cache_dir, log)
+def load(path: Optional[pathlib.Path], *, preset: str = "tiny", dtype: str = "float32",
+         seed: int = 0):
+    """-> (model, tokenizer): the HF checkpoint at `path`, or (None) a random `preset`."""
     jdtype = DTYPES[dtype]
     if path is None:
         model = qwen2.init_model(mcfg.preset(preset), seed=seed, dtype=jdtype, param_dtype=jdtype)
-        return model, ByteTokenizer(), None
-    model = hf.load(path, dtype=jdtype)
-    return model, hf.load_tokenizer(path), path
+        return model, ByteTokenizer()
+    return hf.load(path, dtype=jdtype), hf.load_tokenizer(path)
 
 
 def encode_prompt(tokenizer, text: str) -> list:

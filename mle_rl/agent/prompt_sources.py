@@ -4,8 +4,8 @@
   the instrumented metrics, score), for the paper's self-improvement prompts.
 * `TaskPromptSource`: solve-from-scratch, or with probability `self_improve` (when the
   task has an archived solution) improve-a-previous-solution.
-* Any object with `sample(rng) -> Prompt` plugs in (the warm start adds expert states for
-  ML-Agent's step-wise RL); `MixedSource` mixes two sources.
+* Any object with `sample(rng) -> Prompt` plugs in: `ExpertPrompts` wraps the warm start's
+  expert states for ML-Agent's step-wise RL; `MixedSource` mixes two sources.
 """
 
 from __future__ import annotations
@@ -93,6 +93,19 @@ class TaskPromptSource:
                                           max_tokens=self.max_tokens,
                                           count_tokens=self.count_tokens)
         return Prompt(task_id, text, "improve", prev_score=prev["score"], prev_code=prev["code"])
+
+
+class ExpertPrompts:
+    """ML-Agent's step-wise RL: prompts from states of expert trajectories (task + history
+    up to step t), drawn from the warm start's states pool (`warmstart/states.py`)."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def sample(self, rng) -> Prompt:
+        task_id, text, meta = self.source.sample(rng)
+        return Prompt(task_id, text, "expert", prev_score=meta.get("prev_score"),
+                      prev_code=meta.get("prev_code"))
 
 
 class MixedSource:

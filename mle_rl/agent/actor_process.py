@@ -1,7 +1,8 @@
 """The inside of one actor: a subprocess that runs actions one at a time.
 
-`mle_rl.actors.ActorPool` starts each actor with `actor_main` under multiprocessing's
-*spawn* (or *forkserver*) start method and talks to it over one duplex pipe:
+`ActorPool` (`actors.py`, through its handle `actor_handle.Actor`) starts each actor with
+`actor_main` under multiprocessing's *spawn* (or *forkserver*) start method and talks to
+it over one duplex pipe:
 
     actor -> pool   ("ready", pid)                        once, after imports
     pool  -> actor  ActionRequest                         one action
@@ -21,7 +22,7 @@ case that signal is unavailable. Either way it kills its whole process group.
 
 The parent-side helpers (marked below: naming the work function, starting an actor without
 re-running the trainer's `__main__`, killing an actor's process group) are what
-`ActorPool` uses to manage these processes.
+`ActorPool` and `actor_handle.Actor` use to manage these processes.
 
 No JAX here: this module and the work functions run in plain Python processes.
 """
@@ -119,9 +120,9 @@ def default_work(request, ctx: ActorContext) -> ActionResult:
     if "warm_pool" not in ctx.cache:
         warm_pool = None
         if kw.get("warm_pool") is not None:
-            from mle_rl.env import sandbox
+            from mle_rl.env.warm_pool import WarmPool
 
-            warm_pool = sandbox.WarmPool(**kw["warm_pool"])
+            warm_pool = WarmPool(**kw["warm_pool"])
             ctx.resources.append(warm_pool)
         ctx.cache["warm_pool"] = warm_pool
     instrumenter = _instrumenter(kw.get("instrumenter", "ast"), ctx)
