@@ -1,11 +1,18 @@
-"""PPO learner throughput vs a plain supervised step on the same tokens (the PPO overhead).
+"""PPO learner throughput vs a plain supervised step on the same tokens (the PPO overhead),
+and the critic-free update (GRPO) vs the GAE one on the same batch.
 
     python benchmarks/bench_ppo.py [--batch 8] [--prompt 256] [--response 256] [--quick]
+                                   [--group_size 4]
 
-Both steps run on the tiny default model, jitted, float32, with donated state. The PPO
+Every step runs on the tiny default model, jitted, float32, with donated state. The PPO
 update (separate critic = its own trunk copy; 1 epoch, 1 minibatch) does: reference
 forward, critic forward, policy forward+backward, critic forward+backward, two AdamW
-updates. The supervised step does one forward+backward and one AdamW update.
+updates. The GRPO update (`--advantage=grpo`, the batch's rows in groups of
+`--group_size`) has no critic: reference forward, policy forward+backward, one AdamW
+update. The supervised step does one forward+backward and one AdamW update. For GAE vs
+GRPO it prints time per update, the learner's state bytes and the compiled update's peak
+memory (XLA's arguments + outputs + temporaries, less what donation aliases), and their
+ratios, all from this one run.
 """
 
 import argparse
@@ -65,12 +72,23 @@ def timeit(fn, n):
     return float(np.median(ts))
 
 
+def footprint(learner, batch) -> dict:
+    """State bytes, and the compiled update's peak bytes (XLA's memory analysis)."""
+    state = sum(learner.state_bytes().values())
+    sharded = learner.shard_batch(batch)
+    mem = learner._update.lower(learner.state, sharded).compile().memory_analysis()
+    peak = (mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
+            - mem.alias_size_in_bytes) if mem is not None else float("nan")
+    return {"state": state, "peak": peak}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--prompt", type=int, default=256)
     ap.add_argument("--response", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--group_size", type=int, default=4, help="GRPO samples per prompt")
     ap.add_argument("--quick", action="store_true", help="batch 4 x (128 + 128)")
     a = ap.parse_args()
     if a.quick:
@@ -79,8 +97,16 @@ def main():
     batch = make_batch(a.batch, a.prompt, a.response, cfg.vocab_size)
     tokens_per_step = a.batch * (a.prompt + a.response)
 
+    batch["group_ids"] = (np.arange(a.batch) // a.group_size).astype(np.int32)
     learner = lrn.Learner(qwen2.init_model(cfg, seed=0), lrn.PPOConfig(logprob_chunk=128))
-    t_ppo = timeit(lambda: learner.update(batch), a.repeats)
+    gae = {"t": timeit(lambda: learner.update(batch), a.repeats), **footprint(learner, batch)}
+    t_ppo = gae["t"]
+    del learner
+    grpo_learner = lrn.Learner(qwen2.init_model(cfg, seed=0),
+                               lrn.PPOConfig(logprob_chunk=128, advantage="grpo"))
+    grpo = {"t": timeit(lambda: grpo_learner.update(batch), a.repeats),
+            **footprint(grpo_learner, batch)}
+    del grpo_learner
 
     model = qwen2.init_model(cfg, seed=0)
     graphdef, state = nnx.split(model)
@@ -102,6 +128,13 @@ def main():
     print(f"{'supervised step (reference)':<34}{t_sft:>10.3f}{tokens_per_step / t_sft:>12.0f}")
     print(f"PPO overhead: {t_ppo / t_sft:.2f}x the time of a supervised step "
           f"(throughput ratio {t_sft / t_ppo:.2f})")
+    mib = lambda x: f"{x / 2**20:.1f}"
+    print(f"\ncritic-free vs GAE, same batch (GRPO groups of {a.group_size})")
+    print(f"{'update':<24}{'s/update':>10}{'state MiB':>11}{'peak MiB':>10}")
+    for name, r in (("GAE (policy + critic)", gae), ("GRPO (no critic)", grpo)):
+        print(f"{name:<24}{r['t']:>10.3f}{mib(r['state']):>11}{mib(r['peak']):>10}")
+    print(f"GRPO / GAE: time {grpo['t'] / gae['t']:.2f}x, state bytes "
+          f"{grpo['state'] / gae['state']:.2f}x, peak memory {grpo['peak'] / gae['peak']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -33,12 +33,16 @@ def main(argv):
     from mle_rl.io.checkpoint import CheckpointError
     from mle_rl.models.hf import CheckpointError as ModelCheckpointError
     from mle_rl.agent.trainer import Trainer
+    from mle_rl.agent.update_guard import TrainingDiverged
     try:
         trainer = Trainer(cfg)
         summary = trainer.run()
     except (config.ConfigError, CheckpointError, ModelCheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except TrainingDiverged as e:     # checkpointed and finished; the policy is the last good one
+        print(f"error: {e}", file=sys.stderr)
+        return 3
     if "process" in summary:          # a process other than 0 of a multi-host run
         print(f"done: process {summary['process']}: {summary['updates']} updates")
     else:

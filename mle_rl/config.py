@@ -40,6 +40,7 @@ class SamplingConfig:
 class EnvConfig:
     tasks: tuple = ("tabular-synth",)
     mlebench_dir: Optional[str] = None
+    task_dir: Optional[str] = None     # user tasks: DIR/<id>/task.json + prepared/ (comma-separated)
     cache_dir: Optional[str] = None
     instrument: str = "ast"            # ast | lm | none
     reward: str = "rl4mle"             # rl4mle | mlagent
@@ -63,6 +64,7 @@ class BufferConfig:
     batch_size: int = 8
     max_staleness: int = 4
     capacity: int = 1024
+    group_size: int = 1            # samples per prompt; a group is learned from whole or not
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +79,7 @@ class RunConfig:
     max_steps: int = 100
     synchronous: bool = False
     max_wall_s: Optional[float] = None
+    max_skipped_updates: int = 10      # stop after this many consecutive non-finite updates
     checkpoint_every: int = 10
     keep_checkpoints: int = 3
     resume: bool = False
@@ -93,6 +96,24 @@ class RunConfig:
         return dataclasses.asdict(self)
 
 
+# Settings that shape the saved arrays (a critic or none, an adaptive β), the buffer's groups
+# or the archive; the rest may change on resume. Checkpoints from before a setting existed
+# saved its default.
+RESUME_MUST_MATCH = ("model.*", "env.tasks", "ppo.critic", "ppo.advantage", "ppo.kl_ctrl",
+                     "buffer.group_size")
+_ADDED_LATER = {("ppo", "advantage"): "gae", ("ppo", "kl_ctrl"): "fixed",
+                ("buffer", "group_size"): 1}
+
+
+def with_added_defaults(saved: dict) -> dict:
+    """A saved config (`RunConfig.to_dict()`) with the defaults of settings it predates."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in saved.items()}
+    for (part, key), default in _ADDED_LATER.items():
+        if isinstance(out.get(part), dict):
+            out[part].setdefault(key, default)
+    return out
+
+
 def define_flags():
     """Registers the trainer's flags (idempotent)."""
     from absl import flags
@@ -106,6 +127,9 @@ def define_flags():
     d.DEFINE_bool("synchronous", False, "Baseline: sample a batch, wait for all of its actions, "
                   "update (instead of updating as soon as any batch_size actions are done).")
     d.DEFINE_float("max_wall_s", None, "Stop after this many seconds (checkpoint first).")
+    d.DEFINE_integer("max_skipped_updates", 10, "Stop (with a checkpoint of the last good "
+                     "parameters) after this many consecutive updates with a skipped, "
+                     "non-finite step.")
     d.DEFINE_integer("checkpoint_every", 10, "Save a checkpoint every K updates.")
     d.DEFINE_integer("keep_checkpoints", 3, "How many checkpoints to keep.")
     d.DEFINE_bool("resume", False, "Continue from the latest checkpoint in --workdir.")
@@ -131,9 +155,35 @@ def define_flags():
     d.DEFINE_float("actor_lr", 1e-5, "Policy learning rate.")
     d.DEFINE_float("critic_lr", 1e-5, "Critic learning rate.")
     d.DEFINE_float("max_grad_norm", 1.0, "Global-norm gradient clip.")
-    d.DEFINE_float("clip_eps", 0.2, "PPO ratio clip.")
-    d.DEFINE_float("kl_coef", 0.02, "KL(policy || reference) penalty in the reward.")
-    d.DEFINE_enum("kl_kind", "k1", ["k1", "k2", "k3"], "KL estimator.")
+    d.DEFINE_float("clip_eps", 0.2, "PPO ratio clip (verl clip_ratio / clip_ratio_low).")
+    d.DEFINE_float("clip_eps_high", None, "Upper ratio clip (verl clip_ratio_high; default: "
+                   "--clip_eps).")
+    d.DEFINE_float("clip_ratio_c", 3.0, "Dual-clip bound for negative advantages (verl "
+                   "clip_ratio_c, > 1); 0 turns dual-clip off.")
+    d.DEFINE_float("value_clip_eps", 0.2, "Value clip (verl critic.cliprange_value: 0.5).")
+    d.DEFINE_float("weight_decay", 0.0, "AdamW weight decay (verl optim.weight_decay: 0.01).")
+    d.DEFINE_enum("advantage", "gae", ["gae", "grpo", "rloo"], "Advantage estimator (verl "
+                  "adv_estimator); grpo / rloo are critic-free (no value model) and need "
+                  "--group_size >= 2.")
+    d.DEFINE_bool("grpo_std", True, "GRPO: divide by the group's std (verl "
+                  "norm_adv_by_std_in_grpo; false = Dr. GRPO).")
+    d.DEFINE_integer("group_size", 1, "Samples per prompt (verl rollout.n); the buffer "
+                     "releases a prompt's samples to the learner only together.")
+    d.DEFINE_float("kl_coef", 0.02, "KL(policy || reference) penalty in the reward (verl "
+                   "kl_ctrl.kl_coef with use_kl_in_reward; 0 = none); the initial β with "
+                   "--kl_ctrl=adaptive.")
+    d.DEFINE_enum("kl_kind", "k1", ["k1", "k2", "k3"], "KL estimator in the reward (verl "
+                  "kl_penalty: kl, mse, low_var_kl).")
+    d.DEFINE_enum("kl_ctrl", "fixed", ["fixed", "adaptive"], "KL coefficient controller "
+                  "(verl kl_ctrl.type).")
+    d.DEFINE_float("kl_target", 0.1, "Adaptive KL: target KL (verl kl_ctrl.target_kl).")
+    d.DEFINE_float("kl_horizon", 10000.0, "Adaptive KL: horizon in samples (verl "
+                   "kl_ctrl.horizon).")
+    d.DEFINE_bool("use_kl_loss", False, "Add --kl_loss_coef * KL(policy || reference) to the "
+                  "actor loss (verl use_kl_loss, as GRPO recipes).")
+    d.DEFINE_float("kl_loss_coef", 0.001, "KL loss coefficient (verl kl_loss_coef).")
+    d.DEFINE_enum("kl_loss_kind", "k3", ["k1", "k2", "k3"], "KL loss estimator (verl "
+                  "kl_loss_type; k3 = low_var_kl).")
     d.DEFINE_float("ent_coef", 0.0, "Entropy bonus.")
     d.DEFINE_float("gamma", 1.0, "Discount.")
     d.DEFINE_float("lam", 0.95, "GAE lambda.")
@@ -144,10 +194,20 @@ def define_flags():
     d.DEFINE_float("duration_cap", None, "Optional cap on Δt (s).")
     d.DEFINE_enum("critic", "separate", ["separate", "shared"], "Value head over its own trunk "
                   "copy or over the policy's trunk.")
-    d.DEFINE_enum("reduction", "token_mean", ["token_mean", "sequence_mean"], "Loss reduction.")
+    d.DEFINE_bool("remat", False, "Gradient checkpointing: the update recomputes each decoder "
+                  "layer's activations in the backward pass (~1/3 more compute, activation "
+                  "memory of one layer); see experiments/plan.py.")
+    d.DEFINE_enum("reduction", "token_mean", ["token_mean", "sequence_mean",
+                                              "seq_mean_token_sum", "seq_mean_token_sum_norm",
+                                              "token_sum"],
+                  "Loss aggregation (verl loss_agg_mode: token-mean, seq-mean-token-mean, "
+                  "seq-mean-token-sum, seq-mean-token-sum-norm).")
+    d.DEFINE_float("loss_scale_factor", None, "Divisor of seq_mean_token_sum_norm (default: "
+                   "--max_new_tokens).")
     # Environment.
     d.DEFINE_list("tasks", ["tabular-synth"], "Task ids (several = cross-task training).")
     d.DEFINE_string("mlebench_dir", None, "Directory of `mlebench prepare`d tasks.")
+    define_task_dir_flag()
     d.DEFINE_string("cache_dir", None, "Cache for built-in tasks and the default policy.")
     d.DEFINE_enum("instrument", "ast", ["ast", "lm", "none"], "Instrumentation for partial credit.")
     d.DEFINE_enum("reward", "rl4mle", ["rl4mle", "mlagent"], "Reward scheme.")
@@ -172,6 +232,15 @@ def define_flags():
     d.DEFINE_string("coordinator_address", None, "jax.distributed coordinator host:port.")
     d.DEFINE_integer("num_processes", 1, "Processes in a multi-host run.")
     d.DEFINE_integer("process_id", 0, "This process's index in a multi-host run.")
+
+
+def define_task_dir_flag():
+    """`--task_dir`, shared by every app that takes task ids (idempotent)."""
+    from absl import flags
+
+    if "task_dir" not in flags.FLAGS:
+        flags.DEFINE_string("task_dir", None, "Your own tasks: DIR/<id>/task.json beside "
+                            "DIR/<id>/prepared/{public,private} (several dirs: comma-separated).")
 
 
 def define_sandbox_flag():
@@ -204,6 +273,41 @@ def _check(cond: bool, message: str):
         raise ConfigError(message)
 
 
+def _check_learner_flags(f):
+    """The estimator, grouping, clipping and KL flags agree with each other and the batch."""
+    g = f.group_size
+    _check(g >= 1, f"--group_size must be >= 1, got {g}.")
+    _check(f.advantage == "gae" or g >= 2,
+           f"--advantage={f.advantage} compares the samples of one prompt: set --group_size "
+           f">= 2 (e.g. 4 or 8), got {g}.")
+    _check(f.batch_size % (g * f.num_processes) == 0,
+           f"--batch_size={f.batch_size} must hold whole groups on each process: make it a "
+           f"multiple of --group_size={g} x --num_processes={f.num_processes}.")
+    _check(f.max_in_flight >= g, f"--max_in_flight={f.max_in_flight} must be >= "
+                                 f"--group_size={g} (a prompt's samples are sent together).")
+    _check(f.clip_ratio_c == 0 or f.clip_ratio_c > 1,
+           f"--clip_ratio_c must be > 1 (verl: 3) or 0 (off), got {f.clip_ratio_c}.")
+    _check(f.kl_ctrl == "fixed" or (f.kl_coef > 0 and f.kl_target > 0 and f.kl_horizon > 0),
+           "--kl_ctrl=adaptive needs --kl_coef > 0 (the initial coefficient), --kl_target > 0 "
+           "and --kl_horizon > 0.")
+    _check(f.loss_scale_factor is None or f.loss_scale_factor > 0,
+           "--loss_scale_factor must be > 0.")
+    _check(f.max_skipped_updates >= 1, "--max_skipped_updates must be >= 1.")
+
+
+def _learner_options(f) -> dict:
+    """PPOConfig fields of the verl-parity and critic-free flags."""
+    scale = f.loss_scale_factor
+    if scale is None and f.reduction == "seq_mean_token_sum_norm":
+        scale = float(f.max_new_tokens)     # a constant over the run, as Dr. GRPO asks
+    return dict(clip_eps_high=f.clip_eps_high, clip_ratio_c=f.clip_ratio_c or None,
+                value_clip_eps=f.value_clip_eps, weight_decay=f.weight_decay,
+                advantage=f.advantage, grpo_std=f.grpo_std, kl_ctrl=f.kl_ctrl,
+                kl_target=f.kl_target, kl_horizon=f.kl_horizon, use_kl_loss=f.use_kl_loss,
+                kl_loss_coef=f.kl_loss_coef, kl_loss_kind=f.kl_loss_kind,
+                loss_scale_factor=scale)
+
+
 def from_flags(f) -> RunConfig:
     """Parsed absl flags -> RunConfig, with the cross-flag checks."""
     _check(f.workdir, "--workdir is required (where metrics and checkpoints go).")
@@ -222,6 +326,7 @@ def from_flags(f) -> RunConfig:
     _check(f.buffer_capacity >= f.batch_size,
            f"--buffer_capacity={f.buffer_capacity} is smaller than --batch_size={f.batch_size}.")
     _check(f.duration_floor > 0, "--duration_floor must be > 0 (a failed program needs weight).")
+    _check_learner_flags(f)
     _check(f.duration_cap is None or f.duration_cap >= f.duration_floor,
            "--duration_cap must be >= --duration_floor.")
     _check(f.actor_lr > 0 and f.critic_lr > 0, "--actor_lr and --critic_lr must be > 0.")
@@ -255,8 +360,10 @@ def from_flags(f) -> RunConfig:
                       ent_coef=f.ent_coef, gamma=f.gamma, lam=f.lam, epochs=f.ppo_epochs,
                       minibatches=f.minibatches, duration_weights=f.duration_weights,
                       duration_floor=f.duration_floor, duration_cap=f.duration_cap,
-                      critic=f.critic, reduction=f.reduction),
-        env=EnvConfig(tasks=tuple(f.tasks), mlebench_dir=f.mlebench_dir, cache_dir=f.cache_dir,
+                      critic=f.critic, reduction=f.reduction, remat=f.remat,
+                      **_learner_options(f)),
+        env=EnvConfig(tasks=tuple(f.tasks), mlebench_dir=f.mlebench_dir, task_dir=f.task_dir,
+                      cache_dir=f.cache_dir,
                       instrument=f.instrument, reward=f.reward, self_improve=f.self_improve,
                       prompt_source=f.prompt_source, expert_fraction=f.expert_fraction,
                       timeout_s=f.action_timeout_s, memory_mb=f.action_memory_mb,
@@ -264,8 +371,9 @@ def from_flags(f) -> RunConfig:
         actors=ActorConfig(num_actors=f.num_actors, max_in_flight=f.max_in_flight,
                            warm_pool=f.warm_pool),
         buffer=BufferConfig(batch_size=f.batch_size, max_staleness=f.max_staleness,
-                            capacity=f.buffer_capacity),
+                            capacity=f.buffer_capacity, group_size=f.group_size),
         max_steps=f.max_steps, synchronous=f.synchronous, max_wall_s=f.max_wall_s,
+        max_skipped_updates=f.max_skipped_updates,
         checkpoint_every=f.checkpoint_every,
         keep_checkpoints=f.keep_checkpoints, resume=f.resume or f.resume_step is not None,
         resume_step=f.resume_step, seed=f.seed,

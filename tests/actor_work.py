@@ -104,6 +104,15 @@ def tiny_task(task_id: str, mlebench_dir=None, cache_dir=None) -> Task:
     )
 
 
+def nan_reward_work(request, ctx) -> ActionResult:
+    """A failed action whose reward is NaN when `ctx.work_kwargs["nan_every"]` divides its
+    request id (every action with 1, none with 0): a broken reward reaching the learner."""
+    every = int(ctx.work_kwargs.get("nan_every", 1))
+    reward = float("nan") if every and request.request_id % every == 0 else -10.0
+    return ActionResult(status="error", score=None, reward=reward, duration_s=0.05,
+                        message="scripted")
+
+
 # ---------------------------------------------------------------- trainer stand-in
 
 def parent_main(num_actors: int, from_thread: bool) -> None:
@@ -138,3 +147,4 @@ if __name__ == "__main__":
 
     faulthandler.register(signal.SIGUSR1, all_threads=True)   # a test may ask for stacks
     parent_main(int(sys.argv[1]), from_thread=sys.argv[2] == "thread")
+

@@ -110,23 +110,92 @@ class RewardPlacementTest(chex.TestCase):
 class WhitenTest(chex.TestCase):
 
   @chex.variants(with_jit=True, without_jit=True)
-  @parameterized.parameters(True, False)
-  def test_matches_reference(self, shift_mean):
+  @parameterized.product(shift_mean=(True, False), unbiased=(True, False))
+  def test_matches_reference(self, shift_mean, unbiased):
     rng = np.random.default_rng(0)
     x = rng.normal(3.0, 2.0, size=(4, 6)).astype(np.float32)
     m = (rng.uniform(size=x.shape) > 0.3).astype(np.float32)
-    out = self.variant(lambda x, m: advantages.whiten(x, m, shift_mean=shift_mean))(x, m)
+    out = self.variant(lambda x, m: advantages.whiten(x, m, shift_mean=shift_mean,
+                                                      unbiased=unbiased))(x, m)
     vals = x[m > 0]
-    ref = (x - vals.mean()) / np.sqrt(vals.var() + 1e-8)
+    ddof = 1 if unbiased else 0            # verl's masked_whiten: unbiased (ddof=1)
+    ref = (x - vals.mean()) / np.sqrt(vals.var(ddof=ddof) + 1e-8)
     if not shift_mean:
       ref = ref + vals.mean()
     np.testing.assert_allclose(out, np.where(m > 0, ref, 0.0), rtol=1e-5, atol=1e-5)
     if shift_mean:
       sel = np.asarray(out)[m > 0]
       self.assertAlmostEqual(float(sel.mean()), 0.0, places=5)
-      self.assertAlmostEqual(float(sel.std()), 1.0, places=4)
+      self.assertAlmostEqual(float(sel.std(ddof=ddof)), 1.0, places=4)
 
-  def test_masked_entries_do_not_change_statistics(self):
+  def test_default_is_unbiased_like_verl(self):
     x = np.array([[1.0, 2.0, 1e6]], np.float32)
     m = np.array([[1, 1, 0]], np.float32)
-    np.testing.assert_allclose(advantages.whiten(x, m), [[-1.0, 1.0, 0.0]], atol=1e-4)
+    # mean 1.5, unbiased variance 0.5: (x - 1.5) / sqrt(0.5); masked entries stay out.
+    np.testing.assert_allclose(advantages.whiten(x, m), [[-0.70710677, 0.70710677, 0.0]],
+                               atol=1e-4)
+    np.testing.assert_allclose(advantages.whiten(x, m, unbiased=False), [[-1.0, 1.0, 0.0]],
+                               atol=1e-4)
+
+  def test_single_valid_entry_is_finite(self):
+    out = advantages.whiten(np.array([[3.0, 0.0]], np.float32), np.array([[1, 0]], np.float32))
+    self.assertTrue(np.isfinite(np.asarray(out)).all())
+
+
+def _grpo_ref(scores, groups, normalize_std=True, eps=1e-6):
+  """verl's compute_grpo_outcome_advantage, over a plain loop of groups."""
+  out = np.zeros_like(scores)
+  for g in np.unique(groups):
+    idx = np.flatnonzero(groups == g)
+    s = scores[idx]
+    mean, std = (0.0, 1.0) if len(s) == 1 else (s.mean(), s.std(ddof=1))
+    out[idx] = (s - mean) / (std + eps) if normalize_std else s - mean
+  return out
+
+
+def _rloo_ref(scores, groups):
+  """verl's compute_rloo_outcome_advantage: baseline = mean of the others."""
+  out = scores.copy()
+  for i, g in enumerate(groups):
+    others = scores[(groups == g) & (np.arange(len(scores)) != i)]
+    if len(others):
+      out[i] = scores[i] - others.mean()
+  return out
+
+
+class GroupAdvantageTest(chex.TestCase):
+
+  def _data(self):
+    rng = np.random.default_rng(3)
+    scores = rng.normal(size=11).astype(np.float32)
+    groups = np.array([5, 5, 5, 5, 2, 2, 9, 7, 7, 7, 2], np.int32)  # interleaved, a singleton
+    scores[7:10] = 0.25                                               # a group of equal scores
+    return scores, groups
+
+  @chex.variants(with_jit=True, without_jit=True)
+  @parameterized.parameters(True, False)
+  def test_grpo_matches_reference(self, normalize_std):
+    scores, groups = self._data()
+    out = self.variant(lambda s, g: advantages.grpo(s, g, normalize_std=normalize_std))(
+        scores, groups)
+    np.testing.assert_allclose(out, _grpo_ref(scores, groups, normalize_std), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(np.asarray(out)[7:10], 0.0, atol=1e-6)  # no signal
+    self.assertAlmostEqual(float(out[6]), float(scores[6]), places=5)  # singleton keeps it
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_rloo_matches_reference(self):
+    scores, groups = self._data()
+    out = self.variant(advantages.rloo)(scores, groups)
+    np.testing.assert_allclose(out, _rloo_ref(scores, groups), rtol=1e-5, atol=1e-6)
+
+  def test_sequence_scores_and_broadcast(self):
+    r = np.array([[0.0, 1.0, 5.0], [2.0, -1.0, 0.0]], np.float32)
+    m = np.array([[1, 1, 0], [1, 1, 1]], np.float32)
+    np.testing.assert_allclose(advantages.sequence_scores(r, m), [1.0, 1.0])
+    out = advantages.broadcast_sequence_advantage(np.array([2.0, -3.0], np.float32), m)
+    np.testing.assert_allclose(out, [[2.0, 2.0, 0.0], [-3.0, -3.0, -3.0]])
+
+  def test_float_group_ids_are_refused(self):
+    with self.assertRaises(AssertionError):
+      advantages.grpo(np.ones(3, np.float32), np.ones(3, np.float32))

@@ -34,7 +34,8 @@ def test_take_is_oldest_first_by_arrival():
     assert [r.request_id for r in buf.take(3, current_version=3)] == [5, 1, 9]
     assert [r.request_id for r in buf.take(1, current_version=3)] == [2]
     assert len(buf) == 0
-    assert buf.counters == {"added": 4, "taken": 4, "dropped_stale": 0, "dropped_capacity": 0}
+    assert buf.counters == {"added": 4, "taken": 4, "dropped_stale": 0, "dropped_capacity": 0,
+                            "dropped_groups": 0}
     with pytest.raises(ValueError, match="only 0 fresh rollouts for a batch of 1"):
         buf.take(1, current_version=3)
 
@@ -51,7 +52,8 @@ def test_stale_rollouts_are_dropped_and_counted():
     assert buf.drop_stale(current_version=3) == 0
     assert buf.drop_stale(current_version=4) == 1  # rollout 4 (v2) goes
     assert [r.request_id for r in buf.take(1, current_version=4)] == [5]
-    assert buf.counters == {"added": 6, "taken": 3, "dropped_stale": 3, "dropped_capacity": 0}
+    assert buf.counters == {"added": 6, "taken": 3, "dropped_stale": 3, "dropped_capacity": 0,
+                            "dropped_groups": 0}
 
 
 def test_max_staleness_zero_keeps_only_current_policy():
@@ -190,3 +192,49 @@ def test_concurrent_adds_and_takes_lose_nothing():
     ids = [r.request_id for r in taken]
     assert sorted(ids) == list(range(2000))
     assert buf.counters["added"] == 2000 and buf.counters["taken"] == 2000
+
+
+def _member(i, group, version=0, **kw):
+    return _rollout(i, version, group_id=group, **kw)
+
+
+def test_a_group_is_released_only_when_complete_oldest_group_first():
+    buf = ReplayBuffer(max_staleness=10, capacity=100, group_size=3)
+    # Members of groups 7 and 4 arrive interleaved; group 7 started first.
+    for i, g in [(0, 7), (1, 4), (2, 7), (3, 4), (4, 4)]:
+        buf.add(_member(i, g))
+    assert buf.ready(3, 0) and not buf.ready(6, 0)            # 4 is whole, 7 is not
+    assert [r.request_id for r in buf.take(3, 0)] == [1, 3, 4]
+    buf.add(_member(5, 7))
+    assert [(r.request_id, r.group_id) for r in buf.take(3, 0)] == [(0, 7), (2, 7), (5, 7)]
+    with pytest.raises(ValueError, match="not a multiple of the group size 3"):
+        buf.take(4, 0)
+
+
+def test_a_stale_group_is_dropped_whole_with_its_stragglers_and_counted():
+    buf = ReplayBuffer(max_staleness=1, capacity=100, group_size=2)
+    buf.add(_member(0, group=1, version=0))                   # its partner is slow
+    buf.add(_member(1, group=2, version=2))
+    buf.add(_member(2, group=2, version=2))
+    assert buf.ready(2, current_version=2)                    # group 1 (v0) is now stale
+    c = buf.counters
+    assert (c["dropped_stale"], c["dropped_groups"]) == (1, 1) and len(buf) == 2
+    buf.add(_member(3, group=1, version=0))                   # the straggler arrives
+    assert buf.counters["dropped_stale"] == 2 and buf.counters["dropped_groups"] == 1
+    assert [r.group_id for r in buf.take(2, 2)] == [2, 2] and len(buf) == 0
+
+
+def test_group_ids_survive_the_state_dict_and_collate_densely():
+    buf = ReplayBuffer(max_staleness=5, capacity=10, group_size=2)
+    for i, g in enumerate([9, 3, 9, 3]):
+        buf.add(_member(i, g))
+    other = ReplayBuffer(max_staleness=5, capacity=10, group_size=2)
+    other.load_state_dict(buf.state_dict())
+    batch = other.take(4, 0)
+    assert [r.group_id for r in batch] == [9, 9, 3, 3]
+    np.testing.assert_array_equal(collate(batch, 4, 4, 0)["group_ids"], [0, 0, 1, 1])
+    old = buf.state_dict()                                    # a checkpoint from before groups
+    del old["group_id"], old["counter_dropped_groups"]
+    plain = ReplayBuffer(max_staleness=5, capacity=10)
+    plain.load_state_dict(old)
+    assert [r.group for r in plain.take(4, 0)] == [0, 1, 2, 3]   # each its own group

@@ -126,3 +126,128 @@ def test_bad_minibatch_count_is_clear():
                                                                         logprob_chunk=4))
     with pytest.raises(ValueError, match="not divisible by minibatches=3"):
         learner.update(make_batch(learner.policy()))
+
+
+def _grouped(batch, group_size=4):
+    """The batch's rows as groups of `group_size` samples of one prompt (ids 0, 0, 0, 0, 1...)."""
+    b = len(batch["rewards"])
+    return dict(batch, group_ids=(np.arange(b) // group_size).astype(np.int32))
+
+
+def _np(tree):
+    return jax.tree.map(np.asarray, tree)
+
+
+@pytest.mark.parametrize("advantage", ["grpo", "rloo"])
+def test_critic_free_builds_no_critic_and_learns(advantage):
+    policy = qwen2.init_model(CFG, seed=1)
+    cfg = lrn.PPOConfig(actor_lr=1e-3, epochs=2, minibatches=2, kl_coef=0.0,
+                        advantage=advantage, logprob_chunk=4)
+    learner = lrn.Learner(policy, cfg, seed=0)
+    assert learner.state.critic is None and learner.state.critic_opt is None
+    assert learner.critic_graph is None and learner.critic_tx is None
+    sizes = learner.state_bytes()
+    assert sizes["critic"] == sizes["critic_opt"] == 0 and sizes["policy"] > 0
+    batch = _grouped(make_batch(learner.policy()))
+    with pytest.raises(ValueError, match="group_ids"):
+        learner.update(make_batch(learner.policy()))          # no groups: a clear error
+    before = seq_logprob(learner, batch)
+    for _ in range(4):
+        m = learner.update(batch)
+        assert np.isfinite(list(m.values())).all() and "vf_loss" not in m
+        assert m["nonfinite_skips"] == 0
+    delta = seq_logprob(learner, batch) - before
+    assert delta[::2].mean() > 0.5 and delta[1::2].mean() < -0.5
+
+
+def test_critic_free_update_jaxpr_has_no_value_forward():
+    """GRPO's compiled update is smaller than GAE's: no critic trunk, no value head."""
+    out = {}
+    for adv in ("gae", "grpo"):
+        learner = lrn.Learner(qwen2.init_model(CFG, seed=1),
+                              lrn.PPOConfig(advantage=adv, logprob_chunk=4), seed=0)
+        batch = learner.shard_batch(_grouped(make_batch(learner.policy())))
+        jaxpr = jax.make_jaxpr(functools.partial(lrn._ppo_update, learner))(learner.state, batch)
+        out[adv] = str(jaxpr).count("dot_general")
+    assert out["grpo"] < out["gae"]
+
+
+def _broken(batch, what):
+    b = {k: np.array(v, copy=True) for k, v in batch.items()}
+    if what == "nan_reward":
+        b["rewards"][3] = np.nan
+    elif what == "nan_logprob":
+        b["behaviour_logprobs"][2, 7] = np.nan
+    elif what == "inf_logprob":
+        b["behaviour_logprobs"][2, 7] = -np.inf              # with a KL penalty in the reward
+    return b
+
+
+@pytest.mark.parametrize("advantage, what", [("gae", "nan_reward"), ("grpo", "nan_logprob"),
+                                             ("gae", "inf_logprob"), ("rloo", "nan_reward")])
+def test_non_finite_step_is_skipped_bit_identically_then_training_continues(advantage, what):
+    cfg = lrn.PPOConfig(actor_lr=1e-3, critic_lr=1e-3, kl_coef=0.05, advantage=advantage,
+                        logprob_chunk=4)
+    learner = lrn.Learner(qwen2.init_model(CFG, seed=6), cfg, seed=0)
+    batch = _grouped(make_batch(learner.policy()))
+    learner.update(batch)                                     # Adam moments are non-zero
+    before = _np(learner.state)
+    m = learner.update(_broken(batch, what))
+    assert m["nonfinite_skips"] == 1 and m["update_skipped"] == 1
+    after = _np(learner.state)
+    for part in ("policy", "critic", "actor_opt", "critic_opt", "ref"):
+        jax.tree.map(lambda x, y: np.testing.assert_array_equal(x, y),
+                     getattr(before, part), getattr(after, part))
+    assert int(after.step) == int(before.step) + 1           # counted as a policy version
+    m = learner.update(batch)                                 # and the run goes on
+    assert m["nonfinite_skips"] == 0 and np.isfinite(m["pg_loss"])
+    changed = jax.tree.map(lambda x, y: bool((x != y).any()), after.policy,
+                           _np(learner.state.policy))
+    assert any(jax.tree.leaves(changed))
+
+
+def test_inf_logprob_without_kl_penalty_is_clamped_not_skipped():
+    """With no KL in the reward an inf behaviour log-prob only meets the ±20 log-ratio clamp:
+    the update is finite, taken, and that token carries no gradient."""
+    learner = lrn.Learner(qwen2.init_model(CFG, seed=6),
+                          lrn.PPOConfig(actor_lr=1e-3, kl_coef=0.0, logprob_chunk=4), seed=0)
+    m = learner.update(_broken(make_batch(learner.policy()), "inf_logprob"))
+    assert m["nonfinite_skips"] == 0 and np.isfinite(m["pg_loss"])
+    assert np.isclose(m["ratio_max"], np.exp(20.0), rtol=1e-4)
+    assert all(np.isfinite(x).all() for x in jax.tree.leaves(_np(learner.state.policy)))
+
+
+def test_grad_norms_and_clip_value_are_logged():
+    learner = lrn.Learner(qwen2.init_model(CFG, seed=7),
+                          lrn.PPOConfig(max_grad_norm=1e-4, logprob_chunk=4), seed=0)
+    m = learner.update(make_batch(learner.policy()))
+    assert m["max_grad_norm"] == pytest.approx(1e-4)
+    assert m["actor_grad_norm"] > 1e-4 and m["critic_grad_norm"] > 0
+    assert m["grad_clipped"] == 1.0
+
+
+def test_adaptive_kl_coefficient_lives_in_the_state_and_follows_the_target():
+    cfg = lrn.PPOConfig(actor_lr=3e-3, kl_coef=0.1, kl_kind="k3", kl_ctrl="adaptive",
+                        kl_target=1e-6, kl_horizon=10.0, logprob_chunk=4)
+    learner = lrn.Learner(qwen2.init_model(CFG, seed=2), cfg)
+    assert float(learner.state.kl_coef) == pytest.approx(0.1)
+    m1 = learner.update(make_batch(learner.policy()))
+    assert m1["kl_coef"] == pytest.approx(0.1)
+    # Behaviour = reference: KL 0 < target, so β shrinks by the full 20% x n/horizon.
+    assert float(learner.state.kl_coef) == pytest.approx(0.1 * (1 - 0.2 * 8 / 10.0), rel=1e-5)
+    learner.update(make_batch(learner.policy(), seed=0))     # now the policy has moved
+    m3 = learner.update(make_batch(learner.policy(), seed=0))
+    assert m3["kl_ref_seq"] > 1e-6 and float(learner.state.kl_coef) > m3["kl_coef"]
+
+
+def test_kl_loss_adds_a_term_on_the_current_policy():
+    out = {}
+    for use in (False, True):
+        cfg = lrn.PPOConfig(actor_lr=3e-3, kl_coef=0.0, use_kl_loss=use, kl_loss_coef=1.0,
+                            advantage="grpo", logprob_chunk=4)
+        learner = lrn.Learner(qwen2.init_model(CFG, seed=3), cfg)
+        batch = _grouped(make_batch(learner.policy()))
+        learner.update(batch)
+        out[use] = learner.update(batch)
+    assert "kl_loss" in out[True] and "kl_loss" not in out[False]
+    assert out[True]["kl_loss"] > 0

@@ -159,7 +159,8 @@ class KlAndEntropyTest(chex.TestCase):
     rng = np.random.default_rng(0)
     logp = np.log(rng.dirichlet(np.ones(7))).astype(np.float32)[None, :]
     logq = np.log(rng.dirichlet(np.ones(7))).astype(np.float32)[None, :]
-    kl_tokens = losses.kl_penalty(jnp.asarray(logp), jnp.asarray(logq), kind=kind)
+    # Without verl's k3 clamps (they bind here: a tiny q gives k3 > 10), as they bias it.
+    kl_tokens = losses.kl_penalty(jnp.asarray(logp), jnp.asarray(logq), kind=kind, clamp=False)
     expected = float(np.sum(np.exp(logp) * np.asarray(kl_tokens)))
     exact = float(np.sum(np.exp(logp) * (logp - logq)))
     self.assertAlmostEqual(expected, exact, places=5)
@@ -286,3 +287,111 @@ class ChunkedLogprobsTest(chex.TestCase):
     h, w, y = _inputs()
     with self.assertRaisesRegex(ValueError, "pass the kernel as"):
       losses.chunked_token_logprobs(h, w.T, y)
+
+
+def _verl_pg_ref(lp, old, adv, m, w, eps_lo, eps_hi, c, reduction, scale=None):
+  """verl 0.8 `compute_policy_loss_vanilla` (+ per-sequence weights) and `agg_loss`, in NumPy:
+  per-token loss, its gradient by hand, clip fractions."""
+  x = np.clip(lp - old, -20.0, 20.0)
+  inside = np.abs(lp - old) <= 20.0
+  ratio = np.exp(x)
+  l1, l2 = -adv * ratio, -adv * np.clip(ratio, 1 - eps_lo, 1 + eps_hi)
+  clip1 = np.maximum(l1, l2)
+  l3 = -adv * c
+  per = np.where(adv < 0, np.minimum(l3, clip1), clip1)
+  clipped = ((adv > 0) & (ratio > 1 + eps_hi)) | ((adv < 0) & (ratio < 1 - eps_lo))
+  dual = (adv < 0) & (clip1 > l3)
+  g = np.where(clipped | dual | ~inside, 0.0, -adv * ratio)
+  if w is not None:
+    per, g = per * w[:, None], g * w[:, None]
+  n = m.sum(1)
+  if reduction == "token_mean":
+    loss, dg = (per * m).sum() / m.sum(), m / m.sum()
+  elif reduction == "sequence_mean":
+    loss = ((per * m).sum(1) / np.maximum(n, 1))[n > 0].mean()
+    dg = m / np.maximum(n, 1)[:, None] / (n > 0).sum()
+  elif reduction == "seq_mean_token_sum":
+    loss, dg = (per * m).sum(1)[n > 0].mean(), m / (n > 0).sum()
+  elif reduction == "seq_mean_token_sum_norm":
+    s = m.shape[1] if scale is None else scale
+    loss, dg = (per * m).sum() / s, m / s
+  else:
+    loss, dg = (per * m).sum(), m
+  frac = lambda b: b[m > 0].mean()
+  return loss, g * dg, frac(l2 > l1), frac(dual)
+
+
+class DualClipPolicyLossTest(chex.TestCase):
+
+  def _wide_batch(self, seed=4):
+    """Ratios spread far from 1, so the dual clip and both PPO clips bind somewhere."""
+    lp, _, adv, m = _batch(seed=seed, b=5, t=7)
+    rng = np.random.default_rng(seed)
+    old = (lp + rng.normal(0.0, 1.5, size=lp.shape)).astype(np.float32)
+    m[4] = 0                                                  # an empty sequence
+    return lp, old, adv, m
+
+  @chex.variants(with_jit=True, without_jit=True)
+  @parameterized.product(reduction=losses.REDUCTIONS, weighted=(True, False))
+  def test_value_grad_and_fractions_match_verl(self, reduction, weighted):
+    lp, old, adv, m = self._wide_batch()
+    w = np.array([0.5, 2.0, 1.0, 0.5, 1.0], np.float32) if weighted else None
+
+    def f(lp):
+      return losses.policy_loss(lp, old, adv, m, weights=w, clip_eps=0.2, clip_eps_high=0.28,
+                                clip_ratio_c=3.0, reduction=reduction, scale=16.0)
+
+    (loss, aux), grad = self.variant(jax.value_and_grad(f, has_aux=True))(lp)
+    ref, gref, frac, frac_lower = _verl_pg_ref(lp, old, adv, m, w, 0.2, 0.28, 3.0, reduction,
+                                               scale=16.0)
+    self.assertGreater(frac_lower, 0.0)                       # the dual clip does bind
+    np.testing.assert_allclose(loss, ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(grad, gref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(aux["clip_frac"], frac, rtol=1e-6)
+    np.testing.assert_allclose(aux["clip_frac_lower"], frac_lower, rtol=1e-6)
+
+  def test_dual_clip_off_is_plain_ppo(self):
+    lp, old, adv, m = self._wide_batch()
+    a, _ = losses.policy_loss(lp, old, adv, m, clip_ratio_c=None)
+    b, _ = losses.policy_loss(lp, old, adv, m, clip_ratio_c=1e9)
+    ref, _ = _policy_loss_ref(lp, old, adv, m, None, 0.2, "token_mean")
+    np.testing.assert_allclose([a, b], [ref, ref], rtol=1e-5)
+
+  def test_log_ratio_clamp_keeps_a_stale_sample_finite(self):
+    lp, old, adv, m = _batch(seed=5)
+    old = old.copy()
+    old[0, 0] = -np.inf                                       # a stale / broken sample
+    old[1, 1] = -300.0
+    adv[0, 0], adv[1, 1] = -1.0, -2.0
+    for c in (3.0, None):
+      f = lambda x: losses.policy_loss(x, old, adv, m, clip_ratio_c=c)
+      (loss, aux), g = jax.value_and_grad(f, has_aux=True)(lp)
+      self.assertTrue(np.isfinite(float(loss)) and np.isfinite(np.asarray(g)).all())
+      self.assertEqual(float(g[0, 0]), 0.0)                   # clamped: no gradient there
+      np.testing.assert_allclose(aux["ratio_max"], np.exp(20.0), rtol=1e-5)
+    unclamped, _ = losses.policy_loss(lp, old, adv, m, clip_ratio_c=None, log_ratio_clamp=None)
+    self.assertFalse(np.isfinite(float(unclamped)))           # what the clamp prevents
+
+  def test_bad_clip_ratio_c_is_explained(self):
+    lp, old, adv, m = _batch()
+    with self.assertRaisesRegex(ValueError, "clip_ratio_c must be > 1"):
+      losses.policy_loss(lp, old, adv, m, clip_ratio_c=1.0)
+
+
+class ReductionTest(chex.TestCase):
+
+  @chex.variants(with_jit=True, without_jit=True)
+  @parameterized.parameters(*losses.REDUCTIONS)
+  def test_reductions_match_verl_agg_loss(self, reduction):
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(4, 5)).astype(np.float32)
+    m = (rng.uniform(size=x.shape) > 0.4).astype(np.float32)
+    m[2] = 0
+    out = self.variant(lambda x, m: losses.reduce_tokens(x, m, reduction))(x, m)
+    xm, n = x * m, m.sum(1)
+    ref = {"token_mean": xm.sum() / m.sum(),
+           "sequence_mean": (xm.sum(1) / np.maximum(n, 1))[n > 0].mean(),
+           "seq_mean_token_sum": xm.sum(1)[n > 0].mean(),
+           "seq_mean_token_sum_norm": xm.sum() / x.shape[1],
+           "token_sum": xm.sum()}[reduction]
+    np.testing.assert_allclose(out, ref, rtol=1e-5)

@@ -268,3 +268,117 @@ def test_two_processes_on_localhost_train_checkpoint_and_resume_together(tmp_pat
                         "--resume", f"--workdir={wd}"], cwd=ROOT, env=_env(cache),
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "--num_processes" in r.stderr, r.stderr[-2000:]
+
+
+def _nan_trainer(tmp_path, cache, monkeypatch, nan_every, **over):
+    monkeypatch.setenv("MLE_RL_CACHE", str(cache))
+    from mle_rl.agent.trainer import Trainer
+    from tests import actor_work
+    cfg = _config(tmp_path / "run", **over)
+    logs = []
+    return Trainer(cfg, log=logs.append, work_fn=f"{actor_work.__name__}:nan_reward_work",
+                   work_kwargs={"nan_every": nan_every}), logs
+
+
+def test_a_nan_reward_is_skipped_and_the_run_continues(tmp_path, cache, monkeypatch):
+    """One NaN reward in four: the update that sees it is skipped (the learner keeps its
+    parameters), counted in the metrics, and training goes on to the step limit."""
+    trainer, logs = _nan_trainer(tmp_path, cache, monkeypatch, nan_every=4, max_steps=3,
+                                 max_skipped_updates=5)
+    summary = trainer.run()
+    assert summary["updates"] == 3
+    rows = _metrics(tmp_path / "run")
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert all(r["nonfinite_skips"] == 1 for r in rows)       # each batch held one NaN reward
+    assert rows[-1]["skipped_updates"] == 3 and any("not finite" in l for l in logs)
+    leaves = jax.tree.leaves(jax.tree.map(np.asarray, trainer.learner.state.policy))
+    assert all(np.isfinite(x).all() for x in leaves)
+
+
+def test_consecutive_non_finite_updates_stop_with_a_message_and_a_valid_checkpoint(
+        tmp_path, cache, monkeypatch):
+    from mle_rl.agent.update_guard import TrainingDiverged
+    from mle_rl.io.checkpoint import Checkpointer
+    trainer, _ = _nan_trainer(tmp_path, cache, monkeypatch, nan_every=1, max_steps=50,
+                              max_skipped_updates=2, advantage="grpo", group_size=2)
+    initial = jax.tree.map(np.asarray, trainer.learner.state.policy)
+    with pytest.raises(TrainingDiverged, match="2 consecutive updates .* not finite"):
+        trainer.run()
+    wd = tmp_path / "run"
+    assert [r["step"] for r in _metrics(wd)] == [1, 2]
+    ck = Checkpointer(wd / "checkpoints")
+    assert ck.latest_step() == 2 and ck.verify(2) == 2         # complete, checksums pass
+    state, _ = ck.restore(2, abstract_state=trainer.learner.state)
+    assert state.critic is None                                # GRPO: no critic saved
+    jax.tree.map(np.testing.assert_array_equal, initial,
+                 jax.tree.map(np.asarray, state.policy))       # never corrupted
+
+
+@pytest.mark.parametrize("bad, message", [
+    (["--advantage=grpo"], "--group_size >= 2"),
+    (["--group_size=3"], "multiple of --group_size=3"),
+    (["--group_size=8", "--batch_size=8", "--max_in_flight=4"], "--max_in_flight=4 must be"),
+    (["--clip_ratio_c=0.5"], "--clip_ratio_c must be > 1"),
+    (["--kl_ctrl=adaptive", "--kl_coef=0"], "--kl_ctrl=adaptive needs"),
+])
+def test_learner_flag_contradictions_fail_with_one_line(tmp_path, bad, message):
+    with pytest.raises(config.ConfigError, match=message):
+        _config(tmp_path, **dict(a[2:].split("=", 1) for a in bad))
+
+
+def test_learner_flags_reach_the_ppo_config(tmp_path):
+    cfg = _config(tmp_path, advantage="rloo", group_size=2, clip_ratio_c=0, kl_ctrl="adaptive",
+                  use_kl_loss="true", reduction="seq_mean_token_sum_norm", max_new_tokens=24)
+    ppo = cfg.ppo
+    assert ppo.advantage == "rloo" and ppo.critic_free and cfg.buffer.group_size == 2
+    assert ppo.clip_ratio_c is None and ppo.kl_ctrl == "adaptive" and ppo.use_kl_loss
+    assert ppo.loss_scale_factor == 24.0                       # the response budget
+    default = _config(tmp_path)
+    assert default.ppo.clip_ratio_c == 3.0 and default.ppo.advantage == "gae"
+
+
+def test_resume_config_check_knows_the_settings_that_shape_the_state():
+    from mle_rl.io import checkpoint_format as fmt
+    now = _config("/tmp/x").to_dict()
+    old = {k: dict(v) if isinstance(v, dict) else v for k, v in now.items()}
+    for part, key in (("ppo", "advantage"), ("ppo", "kl_ctrl"), ("buffer", "group_size")):
+        del old[part][key]                                     # a checkpoint from before them
+    assert fmt.compatible(config.with_added_defaults(old), now, config.RESUME_MUST_MATCH).ok
+    grpo = dict(now, ppo=dict(now["ppo"], advantage="grpo"))
+    diff = fmt.compatible(now, grpo, config.RESUME_MUST_MATCH)
+    assert [p for p, *_ in diff.incompatible] == ["ppo.advantage"]
+    fine = dict(now, ppo=dict(now["ppo"], clip_ratio_c=None, kl_loss_coef=0.1))
+    assert fmt.compatible(now, fine, config.RESUME_MUST_MATCH).ok
+
+
+def test_paper_flagfiles_state_the_learner_choices(tmp_path):
+    """Each paper flagfile parses, and sets verl's PPO where the paper is silent."""
+    config.define_flags()
+    for path in sorted((ROOT / "experiments" / "paper").glob("*.flags")):
+        flags.FLAGS.unparse_flags()
+        flags.FLAGS(["x", f"--flagfile={path}", f"--workdir={tmp_path}"])
+        ppo = config.from_flags(flags.FLAGS).ppo
+        assert (ppo.advantage, ppo.lam, ppo.kl_coef, ppo.clip_ratio_c, ppo.value_clip_eps,
+                ppo.weight_decay, ppo.reduction) == ("gae", 1.0, 0.0, 3.0, 0.5, 0.01,
+                                                     "token_mean"), path.name
+
+
+def test_grpo_batches_hold_whole_groups_of_one_prompt(tmp_path, cache, monkeypatch):
+    """--group_size=2 through the asynchronous loop: every batch the learner sees is whole
+    groups, each group two samples of one prompt at one policy version; no critic exists."""
+    trainer, _ = _nan_trainer(tmp_path, cache, monkeypatch, nan_every=0, max_steps=2,
+                              advantage="grpo", group_size=2, kl_coef=0.0)
+    seen, take = [], trainer.buffer.take
+    trainer.buffer.take = lambda n, v: seen.append(take(n, v)) or seen[-1]
+    assert trainer.run()["updates"] == 2 and trainer.learner.state.critic is None
+    for batch in seen:
+        groups = {}
+        for r in batch:
+            groups.setdefault(r.group_id, []).append(r)
+        assert sorted(len(g) for g in groups.values()) == [2, 2]
+        for a, b in groups.values():
+            assert np.array_equal(a.prompt_tokens, b.prompt_tokens)
+            assert a.policy_version == b.policy_version
+    rows = _metrics(tmp_path / "run")
+    assert "vf_loss" not in rows[0] and rows[0]["nonfinite_skips"] == 0
+    assert rows[0]["adv_zero_frac"] == 1.0             # equal rewards in a group: no signal

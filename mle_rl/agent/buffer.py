@@ -8,6 +8,13 @@ first by arrival. A rollout sampled more than `max_staleness` policy versions ag
 dropped (and counted) instead of being learned from: its importance ratios would be too
 far from 1 for PPO's clip to mean much.
 
+Groups (`group_size` > 1, for GRPO / RLOO): the samples of one prompt share a `group_id`
+and are sampled by one policy version. A group is released to the learner only whole (all
+`group_size` members arrived), oldest group first; when its version grows too stale the
+whole group is dropped, the members that arrived and any that arrive later (counted in
+`dropped_stale`, and once per group in `dropped_groups`). With `group_size` = 1 every
+rollout is its own group and the buffer is a plain FIFO.
+
 `collate` pads a batch into fixed-shape arrays for the jit'd update (layout in its
 docstring); `state_dict` / `load_state_dict` save and restore the buffer exactly, as
 numpy arrays and Python scalars, for checkpoints.
@@ -30,6 +37,7 @@ from mle_rl.env.types import STATUSES
 PROMPT_KINDS = ("solve", "improve", "expert")
 STATUS_CODES = {name: i for i, name in enumerate(STATUSES)}
 PROMPT_KIND_CODES = {name: i for i, name in enumerate(PROMPT_KINDS)}
+COUNTERS = ("added", "taken", "dropped_stale", "dropped_capacity", "dropped_groups")
 
 
 @dataclasses.dataclass
@@ -53,6 +61,11 @@ class Rollout:
     score: Optional[float] = None
     prompt_kind: str = "solve"
     meta: dict = dataclasses.field(default_factory=dict)
+    group_id: Optional[int] = None     # samples of one prompt share it; None: its own group
+
+    @property
+    def group(self) -> int:
+        return self.request_id if self.group_id is None else self.group_id
 
     def __post_init__(self):
         self.prompt_tokens = np.asarray(self.prompt_tokens, dtype=np.int32)
@@ -87,19 +100,24 @@ class ReplayBuffer:
       max_staleness: a rollout is dropped once `current_version - policy_version`
         exceeds this (0: only rollouts of the current policy are learned from).
       capacity: most rollouts held; adding to a full buffer drops the oldest (counted).
+      group_size: members of a complete group (`Rollout.group_id`); 1 = no grouping.
 
     Thread-safe: actors' results may be added from one thread while the learner takes.
     """
 
-    def __init__(self, max_staleness: int, capacity: int):
+    def __init__(self, max_staleness: int, capacity: int, group_size: int = 1):
         if max_staleness < 0:
             raise ValueError(f"max_staleness must be >= 0, got {max_staleness}.")
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}.")
+        if group_size < 1:
+            raise ValueError(f"group_size must be >= 1, got {group_size}.")
         self.max_staleness = int(max_staleness)
         self.capacity = int(capacity)
+        self.group_size = int(group_size)
         self._items: collections.deque = collections.deque()
-        self._counters = dict.fromkeys(("added", "taken", "dropped_stale", "dropped_capacity"), 0)
+        self._counters = dict.fromkeys(COUNTERS, 0)
+        self._dropped_groups: collections.OrderedDict = collections.OrderedDict()  # recent ids
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -107,7 +125,7 @@ class ReplayBuffer:
 
     @property
     def counters(self) -> dict:
-        """added, taken, dropped_stale, dropped_capacity (copies)."""
+        """added, taken, dropped_stale, dropped_capacity, dropped_groups (copies)."""
         with self._lock:
             return dict(self._counters)
 
@@ -116,11 +134,14 @@ class ReplayBuffer:
         if not isinstance(rollout, Rollout):
             raise TypeError(f"ReplayBuffer.add takes a Rollout, got {type(rollout).__name__}.")
         with self._lock:
+            self._counters["added"] += 1
+            if rollout.group in self._dropped_groups:    # a straggler of a dropped group
+                self._counters["dropped_stale"] += 1
+                return
             if len(self._items) >= self.capacity:
                 self._items.popleft()
                 self._counters["dropped_capacity"] += 1
             self._items.append(rollout)
-            self._counters["added"] += 1
 
     def drop_stale(self, current_version: int) -> int:
         """Drops rollouts older than `max_staleness` versions; returns how many."""
@@ -128,36 +149,66 @@ class ReplayBuffer:
             return self._drop_stale(current_version)
 
     def _drop_stale(self, current_version: int) -> int:
-        fresh = [r for r in self._items
-                 if current_version - r.policy_version <= self.max_staleness]
+        stale = {r.group for r in self._items
+                 if current_version - r.policy_version > self.max_staleness}
+        if not stale:
+            return 0
+        fresh = [r for r in self._items if r.group not in stale]
         dropped = len(self._items) - len(fresh)
-        if dropped:
-            self._items = collections.deque(fresh)
-            self._counters["dropped_stale"] += dropped
+        self._items = collections.deque(fresh)
+        self._counters["dropped_stale"] += dropped
+        if self.group_size > 1:
+            self._counters["dropped_groups"] += len(stale)
+            for g in stale:                      # remembered, so stragglers go too
+                self._dropped_groups[g] = None
+            while len(self._dropped_groups) > 4 * self.capacity:
+                self._dropped_groups.popitem(last=False)
         return dropped
 
+    def _complete_groups(self) -> list:
+        """Indices into `_items` of each complete group, oldest group (first arrival) first."""
+        if self.group_size == 1:
+            return [[i] for i in range(len(self._items))]
+        members: dict = {}
+        for i, r in enumerate(self._items):
+            members.setdefault(r.group, []).append(i)
+        return [ix[:self.group_size] for ix in members.values() if len(ix) >= self.group_size]
+
     def ready(self, batch_size: int, current_version: int) -> bool:
-        """True if `batch_size` fresh rollouts are waiting (drops stale ones first)."""
+        """True if `batch_size` fresh rollouts in complete groups are waiting (drops stale
+        ones first)."""
         with self._lock:
             self._drop_stale(current_version)
-            return len(self._items) >= batch_size
+            if self.group_size == 1:
+                return len(self._items) >= batch_size
+            return len(self._complete_groups()) * self.group_size >= batch_size
 
     def take(self, batch_size: int, current_version: int) -> list:
-        """Removes and returns the `batch_size` oldest fresh rollouts, in arrival order.
+        """Removes and returns the `batch_size` oldest fresh rollouts, in arrival order (whole
+        groups, each group's members together, oldest group first).
 
-        Drops stale rollouts first. Raises if fewer than `batch_size` are fresh: call
-        `ready` first.
+        Drops stale rollouts first. Raises if fewer than `batch_size` are fresh and in
+        complete groups: call `ready` first.
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+        if batch_size % self.group_size:
+            raise ValueError(f"batch_size {batch_size} is not a multiple of the group size "
+                             f"{self.group_size}; a batch holds whole groups.")
         with self._lock:
             self._drop_stale(current_version)
-            if len(self._items) < batch_size:
+            groups = self._complete_groups()[:batch_size // self.group_size]
+            if len(groups) * self.group_size < batch_size:
+                whole = " in complete groups" if self.group_size > 1 else ""
                 raise ValueError(
-                    f"only {len(self._items)} fresh rollouts for a batch of {batch_size}; "
-                    "check ready() before take()."
+                    f"only {len(groups) * self.group_size} fresh rollouts{whole} for a batch "
+                    f"of {batch_size}; check ready() before take()."
                 )
-            batch = [self._items.popleft() for _ in range(batch_size)]
+            chosen = [i for ix in groups for i in ix]
+            items = list(self._items)
+            batch = [items[i] for i in chosen]
+            keep = set(chosen)
+            self._items = collections.deque(r for i, r in enumerate(items) if i not in keep)
             self._counters["taken"] += batch_size
             return batch
 
@@ -218,6 +269,7 @@ def _pack(rollouts: list, counters: dict) -> dict:
         "prompt_tokens": prompt, "prompt_offsets": prompt_offsets,
         "response_tokens": response, "response_offsets": response_offsets,
         "logprobs": logprobs,
+        "group_id": np.array([r.group for r in rollouts], dtype=np.int64),
         "text_json": np.frombuffer(blob, dtype=np.uint8).copy(),
         **{f"counter_{k}": int(v) for k, v in counters.items()},
     }
@@ -227,6 +279,7 @@ def _unpack(state: dict) -> tuple:
     try:
         text = json.loads(np.asarray(state["text_json"], dtype=np.uint8).tobytes())
         po, ro = np.asarray(state["prompt_offsets"]), np.asarray(state["response_offsets"])
+        groups = state.get("group_id", state["request_id"])      # older checkpoints: none
         rollouts = []
         for i in range(len(state["request_id"])):
             rollouts.append(Rollout(
@@ -242,9 +295,10 @@ def _unpack(state: dict) -> tuple:
                 score=float(state["score"][i]) if bool(state["has_score"][i]) else None,
                 prompt_kind=text["prompt_kind"][i],
                 meta=text["meta"][i],
+                group_id=int(groups[i]),
             ))
-        counters = {k: int(state[f"counter_{k}"])
-                    for k in ("added", "taken", "dropped_stale", "dropped_capacity")}
+        counters = {k: int(state.get(f"counter_{k}", 0)) for k in COUNTERS}
+        counters.update({k: int(state[f"counter_{k}"]) for k in COUNTERS[:4]})
     except (KeyError, IndexError, ValueError, TypeError) as e:
         raise ValueError(
             f"the saved replay buffer state is incomplete or corrupt ({type(e).__name__}: {e}); "
@@ -278,6 +332,7 @@ def collate(rollouts: Iterable[Rollout], max_prompt_len: int, max_response_len: 
       scores              float32 [B]     NaN where there is no score
       prompt_lengths, response_lengths  int32 [B]
       request_id          int64   [B]
+      group_ids           int32   [B]     0, 1, ... per distinct group, in order of appearance
     """
     rollouts = list(rollouts)
     if not rollouts:
@@ -325,4 +380,11 @@ def collate(rollouts: Iterable[Rollout], max_prompt_len: int, max_response_len: 
         "prompt_lengths": column(lambda r: len(r.prompt_tokens), np.int32),
         "response_lengths": column(lambda r: len(r.response_tokens), np.int32),
         "request_id": column(lambda r: r.request_id, np.int64),
+        "group_ids": _dense_ids([r.group for r in rollouts]),
     }
+
+
+def _dense_ids(ids: list) -> np.ndarray:
+    """[7, 7, 3, 7] -> [0, 0, 1, 0]: each distinct id's index in order of first appearance."""
+    index: dict = {}
+    return np.array([index.setdefault(i, len(index)) for i in ids], dtype=np.int32)

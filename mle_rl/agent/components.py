@@ -35,8 +35,9 @@ def load_tasks(cfg: RunConfig) -> dict:
     for tid in cfg.env.tasks:
         try:
             tasks[tid] = env_tasks.get_task(tid, mlebench_dir=cfg.env.mlebench_dir,
-                                            cache_dir=cfg.env.cache_dir)
-        except env_tasks.UnknownTask as e:
+                                            cache_dir=cfg.env.cache_dir,
+                                            task_dir=cfg.env.task_dir)
+        except (env_tasks.UnknownTask, env_tasks.user_tasks.TaskSpecError) as e:
             raise ConfigError(str(e)) from None
     return tasks
 
@@ -97,7 +98,8 @@ def make_prompt_source(cfg: RunConfig, tasks: dict, archive: Archive, count_toke
             policy_dir, task_ids=tuple(tasks), count_tokens=count_tokens,
             solve_tokens=cfg.sampling.max_prompt_tokens,
             improve_tokens=cfg.sampling.max_prompt_tokens,
-            mlebench_dir=cfg.env.mlebench_dir, cache_dir=cfg.env.cache_dir))
+            mlebench_dir=cfg.env.mlebench_dir, cache_dir=cfg.env.cache_dir,
+            task_dir=cfg.env.task_dir))
     except (FileNotFoundError, ValueError) as e:
         raise ConfigError(str(e)) from None
     if cfg.env.prompt_source == "expert_states":
@@ -112,7 +114,7 @@ def make_actor_pool(cfg: RunConfig, tasks: dict, instrumenter: str, *,
     top, for benchmarks); an action's hang limit is its task's time limit."""
     timeouts = {tid: (cfg.env.timeout_s or t.timeout_s) for tid, t in tasks.items()}
     work = dict(mlebench_dir=cfg.env.mlebench_dir, cache_dir=cfg.env.cache_dir,
-                instrumenter=instrumenter, reward_scheme=cfg.env.reward,
+                task_dir=cfg.env.task_dir, instrumenter=instrumenter, reward_scheme=cfg.env.reward,
                 timeout_s=cfg.env.timeout_s, memory_mb=cfg.env.memory_mb,
                 warm_pool={"size": 1} if cfg.actors.warm_pool else None)
     work.update(extra_work_kwargs or {})

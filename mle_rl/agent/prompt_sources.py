@@ -116,3 +116,19 @@ class MixedSource:
 
     def sample(self, rng: np.random.Generator) -> Prompt:
         return (self.b if rng.random() < self.frac_b else self.a).sample(rng)
+
+
+def draw_prompts(source: PromptSource, rng: np.random.Generator, n: int, group_size: int,
+                 counters) -> tuple[list, list]:
+    """`n` prompts for one round of sampling, in whole groups: each prompt drawn once and
+    repeated `group_size` times, with a fresh group id (from `counters["next_group_id"]`);
+    with `group_size` 1, `n` independent prompts and no group ids (None)."""
+    if group_size == 1:
+        return [source.sample(rng) for _ in range(n)], [None] * n
+    prompts, groups = [], []
+    for _ in range(n // group_size):
+        p, gid = source.sample(rng), counters["next_group_id"]
+        counters["next_group_id"] += 1
+        prompts += [p] * group_size
+        groups += [gid] * group_size
+    return prompts, groups

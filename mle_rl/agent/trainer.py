@@ -2,13 +2,13 @@
 
 One loop on the learner's host (`Trainer.run`), each turn a few named steps:
   * `_act`: keep `max_in_flight` actions in flight: sample responses with the current
-    policy (on the learner's devices) and hand them to the actor pool;
+    policy (on the learner's devices; `group_size` of each prompt) for the actor pool;
   * `_collect`: whatever actions finished (in any order) go into the replay buffer, and
     valid solutions into the per-task archive (for self-improvement prompts);
   * `_update`: as soon as `batch_size` fresh rollouts are in the buffer, one PPO update —
     the learner never waits for the slowest action; PPO ratios use the behaviour
     log-probs recorded at sampling time; rollouts older than `max_staleness` versions are
-    dropped;
+    dropped; a non-finite update is skipped, too many in a row stop the run (`SkipGuard`);
   * `_log`, `_checkpoint`: a metrics row per update; a checkpoint every
     `checkpoint_every` updates, and on SIGINT/SIGTERM.
 The parts (policy, tokenizer, learner, sampler mesh, prompt sources, actor pool,
@@ -43,7 +43,9 @@ from mle_rl.agent import buffer as rbuf
 from mle_rl.agent import components
 from mle_rl.agent.actors import ActionDone, ActionRequest, ActorPool
 from mle_rl.agent.batch_metrics import batch_metrics
-from mle_rl.agent.prompt_sources import Archive, signed
+from mle_rl.agent.prompt_sources import Archive, draw_prompts, signed
+from mle_rl.agent.update_guard import SkipGuard, TrainingDiverged
+from mle_rl import config
 from mle_rl.config import RunConfig
 from mle_rl.env import families
 from mle_rl.env.instrument import new_nonce
@@ -81,7 +83,8 @@ class Trainer:
         self.archive = Archive(cfg.env.archive_size)
         self.source = components.make_prompt_source(cfg, self.tasks, self.archive,
                                                     self._count_tokens, self.policy_dir)
-        self.buffer = rbuf.ReplayBuffer(cfg.buffer.max_staleness, cfg.buffer.capacity)
+        self.buffer = rbuf.ReplayBuffer(cfg.buffer.max_staleness, cfg.buffer.capacity,
+                                        cfg.buffer.group_size)
         self.nproc, self.proc = jax.process_count(), jax.process_index()
         self.local_batch = cfg.buffer.batch_size // self.nproc
         self.rng = np.random.default_rng([cfg.seed, self.proc])
@@ -96,6 +99,7 @@ class Trainer:
         self._stopped = False        # every process has agreed to stop
         if cfg.resume:
             self._restore()
+        self.guard = SkipGuard(cfg.max_skipped_updates, self.counters, log)
         self.metrics = None
         if self.proc == 0:
             self.metrics = components.make_logger(cfg, self.workdir,
@@ -128,30 +132,35 @@ class Trainer:
                     self._checkpoint()
         finally:
             self._shut_down(pool, handlers)
-        return self._finish(time.monotonic() - self._t_start)
+        summary = self._finish(time.monotonic() - self._t_start)
+        if self.guard.message:
+            raise TrainingDiverged(self.guard.message)
+        return summary
 
     # ------------------------------------------------------------------ act
     def _act(self, pool: ActorPool) -> bool:
         """Sample responses with the current policy and submit them as actions: a whole
         batch (the synchronous baseline), or one sampling batch while fewer than
         `max_in_flight` actions are in flight. Returns whether it sampled."""
-        cfg = self.cfg
+        cfg, g = self.cfg, self.cfg.buffer.group_size     # whole groups of g samples
         if cfg.synchronous:
             n = cfg.buffer.batch_size
         else:
             room = cfg.actors.max_in_flight - pool.in_flight()
-            if room <= 0:
+            if room < g:
                 return False
-            n = min(room, cfg.sampling.sample_batch)
+            n = max(g, min(room, cfg.sampling.sample_batch) // g * g)
         t0 = time.monotonic()
+        prompts, groups = draw_prompts(self.source, self.rng, n, g, self.counters)
         for i in range(0, n, cfg.sampling.sample_batch):
-            self._sample(pool, min(cfg.sampling.sample_batch, n - i))
+            j = i + cfg.sampling.sample_batch
+            self._sample(pool, prompts[i:j], groups[i:j])
         self._busy["sampler"] += time.monotonic() - t0
         return True
 
-    def _sample(self, pool: ActorPool, n: int):
-        """Sample `n` responses with the current policy and submit them as actions."""
-        prompts = [self.source.sample(self.rng) for _ in range(n)]
+    def _sample(self, pool: ActorPool, prompts: list, groups: list):
+        """Sample a response to each prompt with the current policy; submit them as actions."""
+        n = len(prompts)
         ids = [policy.encode_prompt(self.tokenizer, p.text) for p in prompts]
         key, sub = jax.random.split(jax.random.wrap_key_data(self.sample_key))
         self.sample_key = jax.random.key_data(key)
@@ -160,14 +169,14 @@ class Trainer:
             rng=sub, temperature=self.cfg.sampling.temperature, top_p=self.cfg.sampling.top_p,
             eos_ids=self.eos_ids, pad_id=self.pad_id, mesh=self.sample_mesh)
         version = self.step
-        for i, (p, prompt_ids) in enumerate(zip(prompts, ids)):
+        for i, (p, prompt_ids, group) in enumerate(zip(prompts, ids, groups)):
             n_tok = int(out.lengths[i])
             resp = out.tokens[i, :n_tok]
             rid = self.counters["next_request_id"]
             self.counters["next_request_id"] += 1
             self.pending[rid] = dict(prompt=p, prompt_tokens=np.asarray(prompt_ids, np.int32),
                                      response_tokens=resp, logprobs=out.logprobs[i, :n_tok],
-                                     version=version)
+                                     version=version, group=group)
             pool.submit(ActionRequest(request_id=rid, task_id=p.task_id,
                                       response=policy.decode_response(self.tokenizer, resp),
                                       policy_version=version, nonce=new_nonce(),
@@ -217,7 +226,8 @@ class Trainer:
             prompt_tokens=info["prompt_tokens"], response_tokens=info["response_tokens"],
             logprobs=info["logprobs"], policy_version=info["version"], reward=r.reward,
             duration_s=r.duration_s, status=r.status, score=r.score, prompt_kind=p.kind,
-            meta={"family": fam, "hits": len(r.hits), "lm": r.instrumented_by}))
+            meta={"family": fam, "hits": len(r.hits), "lm": r.instrumented_by},
+            group_id=info.get("group")))
 
     # ------------------------------------------------------------------ update
     def _update(self) -> dict:
@@ -234,6 +244,8 @@ class Trainer:
                              min(sampling.bucket(longest[1], 16),
                                  self.cfg.sampling.max_new_tokens),
                              self.pad_id)
+        # Group ids unique over processes (each local batch holds at most local_batch groups).
+        batch["group_ids"] = batch["group_ids"] + self.proc * self.local_batch
         t0 = time.monotonic()
         m = self.learner.update(batch)
         self._refresh_sampler()
@@ -245,6 +257,13 @@ class Trainer:
             wall=time.monotonic() - self._t_start))
         if f"best_score/{self.cfg.env.tasks[0]}" in m:
             m["best_score"] = m[f"best_score/{self.cfg.env.tasks[0]}"]
+        m["dropped_groups"] = self.buffer.counters["dropped_groups"]
+        if m["dropped_groups"] > self.counters["dropped_groups_logged"]:
+            self.log(f"[update {self.step}] dropped {m['dropped_groups']} stale prompt "
+                     f"group(s) so far (older than --max_staleness={self.cfg.buffer.max_staleness})")
+            self.counters["dropped_groups_logged"] = m["dropped_groups"]
+        if self.guard.after_update(self.step, m, self.workdir / "checkpoints"):
+            self._stop = self._stop or "nonfinite_updates"
         return m
 
     def _agree(self, ready: bool) -> bool:
@@ -314,9 +333,10 @@ class Trainer:
         if hosts is not None:
             extra = {**hosts[self.proc], "config": extra["config"]}
         # What shapes the saved arrays and the archive must match; the rest may change.
-        ckpt.check_compatible(extra.get("config", {}), self.cfg.to_dict(),
+        saved_config = config.with_added_defaults(extra.get("config", {}))
+        ckpt.check_compatible(saved_config, self.cfg.to_dict(),
                               directory=self.workdir / "checkpoints", step=latest,
-                              keys=("model.*", "env.tasks", "ppo.critic"))
+                              keys=config.RESUME_MUST_MATCH)
         self.learner.state = state
         self._refresh_sampler()
         self.archive.load_state_dict(extra["archive"])

@@ -223,7 +223,8 @@ def _fmt(shape_dtype) -> str:
 # its resumption: run length, logging and bookkeeping, not the model, optimizer or tasks.
 MAY_CHANGE = ("max_steps", "num_updates", "log_*", "*_log", "logdir", "logging", "*_every",
               "every_*", "workdir", "resume", "resume_*", "progress*", "tensorboard*",
-              "verbose", "verbosity", "num_actors", "eval_*", "*_timeout_s")
+              "verbose", "verbosity", "num_actors", "eval_*", "*_timeout_s",
+              "max_skipped_updates")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,9 @@
-"""PPO in pure JAX: no files, no processes, no flags.
+"""PPO in pure JAX: no files, no processes, no flags (README.md maps the options to verl's).
 
-    advantages.py   GAE over [B, T] rewards and values
-    losses.py       clipped PPO with duration weights, value, KL, entropy
-    learner.py      the jitted, sharded update step: (state, batch) -> (state, metrics)
+    advantages.py   GAE over [B, T] rewards and values; critic-free GRPO / RLOO over groups;
+                    whitening
+    losses.py       dual-clip PPO with duration weights, value, entropy, token reductions
+    kl.py           k1/k2/k3 KL estimators (verl's clamps), the adaptive KL controller
+    learner.py      the config, the train state and the jitted, sharded learner
+    ppo_update.py   the update step (state, batch) -> (state, metrics), non-finite steps skipped
 """

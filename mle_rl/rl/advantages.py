@@ -1,4 +1,4 @@
-"""Token-level rewards, generalized advantage estimation and masked whitening.
+"""Token-level rewards, advantage estimators (GAE; critic-free GRPO and RLOO) and whitening.
 
 Pure JAX, one function per concept (rlax style). Conventions shared by every function:
 
@@ -10,6 +10,9 @@ Pure JAX, one function per concept (rlax style). Conventions shared by every fun
 * ``gamma`` and ``lam`` are a Python/JAX scalar or a ``[B, T]`` array (per-step discount
   ``discount_t`` in rlax), so a time-dependent discount drops in.
 * Outputs are zero at masked positions.
+* The critic-free estimators (``grpo``, ``rloo``) work on one scalar score per sequence
+  (``sequence_scores``) and a ``[B]`` int ``group_ids``: rows with the same id are the
+  samples of one prompt. ``broadcast_sequence_advantage`` spreads the result over tokens.
 """
 
 from __future__ import annotations
@@ -173,18 +176,23 @@ def masked_mean(x: chex.Array, mask: chex.Array) -> chex.Array:
 def whiten(x: chex.Array,
            mask: chex.Array,
            shift_mean: bool = True,
-           eps: float = 1e-8) -> chex.Array:
-  """Normalizes ``x`` with the mean and variance of its valid entries.
+           eps: float = 1e-8,
+           unbiased: bool = True) -> chex.Array:
+  """Normalizes ``x`` with the mean and variance of its valid entries (verl's ``masked_whiten``).
 
-  ``mu = mean_M(x)``, ``var = mean_M((x - mu)^2)`` (population variance) over the set
-  ``M`` of valid entries of the whole batch; then ``y = (x - mu) / sqrt(var + eps)``, plus
-  ``mu`` back if ``shift_mean`` is False (only rescale). Masked entries are 0.
+  Over the set ``M`` of valid entries of the whole batch, ``n = |M|``:
+  ``mu = mean_M(x)``, ``var = sum_M (x - mu)^2 / (n - 1)`` (the unbiased variance, as verl;
+  ``unbiased=False``: ``/ n``, the population variance, a relative difference of about
+  ``1/(2n)`` in the scale); then ``y = (x - mu) / sqrt(var + eps)``, plus ``mu`` back if
+  ``shift_mean`` is False (only rescale). Masked entries are 0. With ``n = 1`` the variance
+  is 0 (verl raises there).
 
   Args:
     x: ``[B, T]`` float (any shape works; the statistics are over all valid entries).
     mask: same shape as ``x``.
     shift_mean: subtract the mean (True) or keep it (False).
     eps: added to the variance.
+    unbiased: Bessel's correction ``n / (n - 1)`` on the variance (default, as verl).
 
   Returns:
     float32 array shaped like ``x``.
@@ -193,7 +201,104 @@ def whiten(x: chex.Array,
   x = x.astype(jnp.float32)
   mu = masked_mean(x, mask)
   var = masked_mean(jnp.square(x - mu), mask)
+  if unbiased:
+    n = jnp.sum((mask != 0).astype(jnp.float32))
+    var = var * n / jnp.maximum(n - 1.0, 1.0)
   y = (x - mu) * jax.lax.rsqrt(var + eps)
   if not shift_mean:
     y = y + mu
   return jnp.where(mask != 0, y, 0.0)
+
+
+def sequence_scores(token_r: chex.Array, mask: chex.Array) -> chex.Array:
+  """One score per sequence for the critic-free estimators: ``s_b = sum_t m_bt r_bt``.
+
+  With ``token_rewards`` this is the sequence reward minus ``kl_coef`` times the summed
+  KL penalty (verl's ``token_level_rewards.sum(-1)``).
+
+  Args:
+    token_r: ``[B, T]`` float per-token rewards.
+    mask: ``[B, T]``.
+
+  Returns:
+    ``[B]`` float32.
+  """
+  chex.assert_rank([token_r, mask], 2)
+  chex.assert_equal_shape([token_r, mask])
+  return jnp.sum(jnp.where(mask != 0, token_r.astype(jnp.float32), 0.0), axis=1)
+
+
+def _group_stats(scores: chex.Array, group_ids: chex.Array):
+  """``(n_b, mean_b, same)``: size and mean of row ``b``'s group, and the ``[B, B]`` 0/1
+  same-group matrix (``B`` is a batch of sequences, so ``B^2`` is small)."""
+  chex.assert_rank([scores, group_ids], 1)
+  chex.assert_equal_shape([scores, group_ids])
+  chex.assert_type(group_ids, int)
+  s = jax.lax.stop_gradient(scores.astype(jnp.float32))
+  same = (group_ids[:, None] == group_ids[None, :]).astype(jnp.float32)
+  n = jnp.sum(same, axis=1)
+  mean = same @ s / n
+  return s, n, mean, same
+
+
+def grpo(scores: chex.Array,
+         group_ids: chex.Array,
+         normalize_std: bool = True,
+         eps: float = 1e-6) -> chex.Array:
+  """GRPO's group-relative advantage (verl ``adv_estimator=grpo``).
+
+  For row ``b`` in group ``G`` (``n = |G| >= 2``): ``mu_G = mean_{j in G} s_j``,
+  ``sigma_G = sqrt(sum_{j in G} (s_j - mu_G)^2 / (n - 1))`` (unbiased, as ``torch.std``);
+  ``A_b = (s_b - mu_G) / (sigma_G + eps)``, or ``A_b = s_b - mu_G`` without
+  ``normalize_std`` (Dr. GRPO). A group of one keeps its score: ``A_b = s_b`` (verl: mean 0,
+  std 1). A group whose scores are all equal gets ``A = 0``: it carries no signal.
+
+  Args:
+    scores: ``[B]`` float, one score per sequence (``sequence_scores``).
+    group_ids: ``[B]`` int; equal ids = samples of the same prompt.
+    normalize_std: divide by the group's std (verl ``norm_adv_by_std_in_grpo``).
+    eps: added to the std.
+
+  Returns:
+    ``[B]`` float32 advantages (data: ``stop_gradient``).
+  """
+  s, n, mean, same = _group_stats(scores, group_ids)
+  single = n < 2
+  mean = jnp.where(single, 0.0, mean)
+  var = jnp.sum(same * jnp.square(s[None, :] - mean[:, None]), axis=1) / jnp.maximum(n - 1.0, 1.0)
+  std = jnp.where(single, 1.0, jnp.sqrt(var))
+  centred = s - mean
+  return centred / (std + eps) if normalize_std else centred
+
+
+def rloo(scores: chex.Array, group_ids: chex.Array) -> chex.Array:
+  """REINFORCE leave-one-out (verl ``adv_estimator=rloo``): each sample's baseline is the
+  mean score of the *other* samples of its prompt.
+
+  For row ``b`` in group ``G`` with ``n = |G| >= 2``:
+  ``A_b = s_b - (1/(n-1)) sum_{j in G, j != b} s_j = n/(n-1) (s_b - mu_G)``;
+  a group of one keeps its score (``A_b = s_b``, as verl).
+
+  Args:
+    scores: ``[B]`` float, one score per sequence.
+    group_ids: ``[B]`` int; equal ids = samples of the same prompt.
+
+  Returns:
+    ``[B]`` float32 advantages (data: ``stop_gradient``).
+  """
+  s, n, mean, _ = _group_stats(scores, group_ids)
+  return jnp.where(n < 2, s, (s - mean) * n / jnp.maximum(n - 1.0, 1.0))
+
+
+def broadcast_sequence_advantage(adv: chex.Array, mask: chex.Array) -> chex.Array:
+  """``A_bt = A_b`` on every valid token of sequence ``b``, 0 elsewhere.
+
+  Args:
+    adv: ``[B]`` float; mask: ``[B, T]``.
+
+  Returns:
+    ``[B, T]`` float32.
+  """
+  chex.assert_rank([adv, mask], [1, 2])
+  chex.assert_equal_shape_prefix([adv, mask], 1)
+  return jnp.where(mask != 0, adv.astype(jnp.float32)[:, None], 0.0)

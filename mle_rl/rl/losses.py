@@ -4,10 +4,15 @@ Pure JAX, one function per concept (rlax style); each docstring states its equat
 shapes. ``B`` sequences, ``T`` positions, ``V`` vocabulary, ``D`` hidden size;
 ``mask[b, t] != 0`` marks generated (trainable) tokens.
 
-Reductions over tokens (``reduction=``):
-  * ``"token_mean"``: ``sum_{b,t} m_bt x_bt / sum_{b,t} m_bt`` (every valid token counts once);
-  * ``"sequence_mean"``: ``mean_{b : n_b > 0} (sum_t m_bt x_bt / n_b)`` with
-    ``n_b = sum_t m_bt`` (every non-empty sequence counts once).
+Reductions over tokens (``reduction=``; verl's ``loss_agg_mode`` in brackets), with
+``m`` the mask, ``n_b = sum_t m_bt`` and ``S = {b : n_b > 0}`` the non-empty sequences:
+  * ``"token_mean"`` [token-mean]: ``sum_{b,t} m_bt x_bt / sum_{b,t} m_bt``;
+  * ``"sequence_mean"`` [seq-mean-token-mean]: ``mean_{b in S} (sum_t m_bt x_bt / n_b)``;
+  * ``"seq_mean_token_sum"`` [seq-mean-token-sum]: ``mean_{b in S} sum_t m_bt x_bt``;
+  * ``"seq_mean_token_sum_norm"`` [seq-mean-token-sum-norm, Dr. GRPO]:
+    ``sum_{b,t} m_bt x_bt / scale`` with a constant ``scale`` (default ``T``; keep it fixed
+    over a run, e.g. the response budget);
+  * ``"token_sum"``: ``sum_{b,t} m_bt x_bt``.
 """
 
 from __future__ import annotations
@@ -20,19 +25,24 @@ import jax
 import jax.numpy as jnp
 
 from mle_rl.models.linear import dense
+from mle_rl.rl.kl import KL_KINDS, kl_penalty  # noqa: F401  (re-exported: losses.kl_penalty)
 
 Numeric = Union[float, chex.Array]
-REDUCTIONS = ("token_mean", "sequence_mean")
-KL_KINDS = ("k1", "k2", "k3")
+REDUCTIONS = ("token_mean", "sequence_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm",
+              "token_sum")
+LOG_RATIO_CLAMP = 20.0       # verl clamps log(pi / pi_old) to [-20, 20] before exp
 
 
-def reduce_tokens(x: chex.Array, mask: chex.Array, reduction: str = "token_mean") -> chex.Array:
+def reduce_tokens(x: chex.Array, mask: chex.Array, reduction: str = "token_mean",
+                  scale: Optional[Numeric] = None) -> chex.Array:
   """Reduces per-token values ``[B, T]`` to a scalar (see the module docstring).
 
   Args:
     x: ``[B, T]`` float.
     mask: ``[B, T]``, nonzero = valid.
-    reduction: ``"token_mean"`` or ``"sequence_mean"``.
+    reduction: one of ``REDUCTIONS``.
+    scale: the constant divisor of ``"seq_mean_token_sum_norm"`` (default ``T``); ignored
+      by the other reductions.
 
   Returns:
     scalar float32; 0 when no token is valid.
@@ -43,12 +53,19 @@ def reduce_tokens(x: chex.Array, mask: chex.Array, reduction: str = "token_mean"
   xm = x.astype(jnp.float32) * m
   if reduction == "token_mean":
     return jnp.sum(xm) / jnp.maximum(jnp.sum(m), 1.0)
+  if reduction == "token_sum":
+    return jnp.sum(xm)
+  if reduction == "seq_mean_token_sum_norm":
+    return jnp.sum(xm) / (x.shape[1] if scale is None else scale)
+  n = jnp.sum(m, axis=1)
+  has = (n > 0).astype(jnp.float32)
   if reduction == "sequence_mean":
-    n = jnp.sum(m, axis=1)
     per_seq = jnp.sum(xm, axis=1) / jnp.maximum(n, 1.0)
-    has = (n > 0).astype(jnp.float32)
-    return jnp.sum(per_seq * has) / jnp.maximum(jnp.sum(has), 1.0)
-  raise ValueError(f"reduction must be one of {REDUCTIONS}; got {reduction!r}.")
+  elif reduction == "seq_mean_token_sum":
+    per_seq = jnp.sum(xm, axis=1)
+  else:
+    raise ValueError(f"reduction must be one of {REDUCTIONS}; got {reduction!r}.")
+  return jnp.sum(per_seq * has) / jnp.maximum(jnp.sum(has), 1.0)
 
 
 def duration_weights(durations: chex.Array,
@@ -98,15 +115,22 @@ def policy_loss(logprobs: chex.Array,
                 weights: Optional[chex.Array] = None,
                 clip_eps: float = 0.2,
                 clip_eps_high: Optional[float] = None,
-                reduction: str = "token_mean") -> tuple[chex.Array, dict]:
-  """Clipped PPO surrogate, each sequence's terms scaled by its duration weight.
+                reduction: str = "token_mean",
+                clip_ratio_c: Optional[float] = 3.0,
+                log_ratio_clamp: Optional[float] = LOG_RATIO_CLAMP,
+                scale: Optional[Numeric] = None) -> tuple[chex.Array, dict]:
+  """Dual-clip PPO surrogate (verl's ``vanilla`` policy loss), scaled per sequence by its
+  duration weight.
 
-  ``rho = exp(logp - logp_old)``;
-  ``l_bt = w_b * max(-A_bt rho_bt, -A_bt clip(rho_bt, 1 - eps, 1 + eps_high))``;
-  loss = ``reduce(l, mask)`` (``reduction``). With ``w = duration_weights(dt)`` this is
-  the duration-aware gradient ``E[sum_k dt_k grad log pi(a_k|s_k) A_k]`` of the paper
-  (rescaled by the batch-mean ``dt``). ``old_logprobs``, ``advantages`` and ``weights``
-  are data (``stop_gradient``).
+  ``x = clip(logp - logp_old, -K, K)`` (``K = log_ratio_clamp``: one stale sample cannot
+  put ``inf`` into the loss), ``rho = exp(x)``;
+  ``l1 = max(-A rho, -A clip(rho, 1 - eps, 1 + eps_high))`` (clipped PPO);
+  dual clip (Ye et al. 2020) for ``A < 0``: ``l = min(l1, -A c)`` with ``c = clip_ratio_c``
+  (> 1), so a token whose ratio ran far above 1 no longer pushes without bound; ``l = l1``
+  for ``A >= 0`` or ``clip_ratio_c=None``. Then ``l_bt <- w_b l_bt`` and
+  loss = ``reduce(l, mask)``. With ``w = duration_weights(dt)`` this is the duration-aware
+  gradient ``E[sum_k dt_k grad log pi(a_k|s_k) A_k]`` of the paper (rescaled by the
+  batch-mean ``dt``). ``old_logprobs``, ``advantages`` and ``weights`` are data.
 
   Args:
     logprobs: ``[B, T]`` float, log-probs of the taken tokens under the current policy.
@@ -116,39 +140,56 @@ def policy_loss(logprobs: chex.Array,
     weights: optional ``[B]`` per-sequence weights (e.g. ``duration_weights``).
     clip_eps: lower clip ``eps`` (and upper, unless ``clip_eps_high`` is given).
     clip_eps_high: optional upper clip (decoupled clipping); defaults to ``clip_eps``.
-    reduction: ``"token_mean"`` or ``"sequence_mean"``.
+    reduction: one of ``REDUCTIONS``.
+    clip_ratio_c: dual-clip bound ``c > 1`` (verl default 3), or None for plain PPO.
+    log_ratio_clamp: ``K`` (verl: 20), or None for no clamp.
+    scale: divisor of ``"seq_mean_token_sum_norm"``.
 
   Returns:
     ``(loss, aux)``: scalar float32 loss and a dict of scalar metrics over valid tokens:
     ``pg_loss`` (unweighted surrogate), ``clip_frac`` (fraction of tokens where the
-    clipped term is the active one), ``approx_kl`` (k3 estimate of KL(old || new)),
-    ``approx_kl_k1``, ``ratio_mean``, ``ratio_min``, ``ratio_max``.
+    clipped term is the active one; verl ``pg_clipfrac``), ``clip_frac_lower`` (fraction
+    where the dual clip binds; verl ``pg_clipfrac_lower``), ``approx_kl`` (k3 estimate of
+    KL(old || new)), ``approx_kl_k1`` (verl ``ppo_kl``), ``ratio_mean``, ``ratio_min``,
+    ``ratio_max`` (of the clamped ratio).
   """
   chex.assert_rank([logprobs, old_logprobs, advantages, mask], 2)
   chex.assert_equal_shape([logprobs, old_logprobs, advantages, mask])
   chex.assert_type([logprobs, old_logprobs, advantages], float)
+  if clip_ratio_c is not None and isinstance(clip_ratio_c, (int, float)) and clip_ratio_c <= 1:
+    raise ValueError(f"clip_ratio_c must be > 1 for dual-clip PPO (verl's default is 3), or "
+                     f"None to turn it off; got {clip_ratio_c}.")
   eps_high = clip_eps if clip_eps_high is None else clip_eps_high
   old = jax.lax.stop_gradient(old_logprobs.astype(jnp.float32))
   adv = jax.lax.stop_gradient(advantages.astype(jnp.float32))
   valid = mask != 0
   log_ratio = jnp.where(valid, logprobs.astype(jnp.float32) - old, 0.0)
+  if log_ratio_clamp is not None:
+    log_ratio = jnp.clip(log_ratio, -log_ratio_clamp, log_ratio_clamp)
   ratio = jnp.exp(log_ratio)
   unclipped = -adv * ratio
   clipped = -adv * jnp.clip(ratio, 1.0 - clip_eps, 1.0 + eps_high)
   per_token = jnp.maximum(unclipped, clipped)
+  sg = jax.lax.stop_gradient
+  dual_frac = jnp.zeros((), jnp.float32)
+  if clip_ratio_c is not None:
+    bound = -adv * clip_ratio_c
+    dual_frac = reduce_tokens(((sg(per_token) > sg(bound)) & (adv < 0)).astype(jnp.float32),
+                              mask)
+    per_token = jnp.where(adv < 0, jnp.minimum(per_token, bound), per_token)
   weighted = per_token
   if weights is not None:
     chex.assert_rank(weights, 1)
     chex.assert_equal_shape_prefix([weights, logprobs], 1)
     weighted = per_token * jax.lax.stop_gradient(weights.astype(jnp.float32))[:, None]
-  loss = reduce_tokens(weighted, mask, reduction)
+  loss = reduce_tokens(weighted, mask, reduction, scale)
 
-  sg = jax.lax.stop_gradient
   lr, r = sg(log_ratio), sg(ratio)
   big = jnp.finfo(jnp.float32).max
   aux = {
-      "pg_loss": reduce_tokens(sg(per_token), mask, reduction),
+      "pg_loss": reduce_tokens(sg(per_token), mask, reduction, scale),
       "clip_frac": reduce_tokens((sg(clipped) > sg(unclipped)).astype(jnp.float32), mask),
+      "clip_frac_lower": dual_frac,
       "approx_kl": reduce_tokens(r - 1.0 - lr, mask),
       "approx_kl_k1": reduce_tokens(-lr, mask),
       "ratio_mean": reduce_tokens(r, mask),
@@ -163,7 +204,8 @@ def value_loss(values: chex.Array,
                returns: chex.Array,
                mask: chex.Array,
                clip_eps: Optional[float] = 0.2,
-               reduction: str = "token_mean") -> tuple[chex.Array, dict]:
+               reduction: str = "token_mean",
+               scale: Optional[Numeric] = None) -> tuple[chex.Array, dict]:
   """Clipped value loss of PPO.
 
   ``v_clip = v_old + clip(v - v_old, -eps, eps)``;
@@ -176,7 +218,8 @@ def value_loss(values: chex.Array,
     returns: ``[B, T]`` float, targets (e.g. GAE returns).
     mask: ``[B, T]``.
     clip_eps: clip range, or None for the plain squared error.
-    reduction: ``"token_mean"`` or ``"sequence_mean"``.
+    reduction: one of ``REDUCTIONS``.
+    scale: divisor of ``"seq_mean_token_sum_norm"``.
 
   Returns:
     ``(loss, aux)``: scalar loss; aux has ``vf_clip_frac`` and ``explained_variance``
@@ -197,50 +240,11 @@ def value_loss(values: chex.Array,
     err_clip = jnp.square(v_clip - ret)
     per_token = 0.5 * jnp.maximum(err, err_clip)
     clip_frac = reduce_tokens(jax.lax.stop_gradient(err_clip > err).astype(jnp.float32), mask)
-  loss = reduce_tokens(per_token, mask, reduction)
+  loss = reduce_tokens(per_token, mask, reduction, scale)
   resid = jax.lax.stop_gradient(ret - v)
   var = lambda x: reduce_tokens(jnp.square(x - reduce_tokens(x, mask)), mask)
   explained = 1.0 - var(resid) / jnp.maximum(var(ret), 1e-8)
   return loss, {"vf_clip_frac": clip_frac, "explained_variance": explained}
-
-
-def kl_penalty(logprobs: chex.Array,
-               ref_logprobs: chex.Array,
-               kind: str = "k1",
-               mask: Optional[chex.Array] = None) -> chex.Array:
-  """Per-token estimate of ``KL(pi || pi_ref)`` from the sampled tokens (Schulman's k1/k2/k3).
-
-  With ``x = logp - logp_ref`` for a token sampled from ``pi``:
-    * ``k1 = x`` (unbiased, high variance, can be negative);
-    * ``k2 = x^2 / 2`` (biased, low variance, >= 0);
-    * ``k3 = exp(-x) - 1 + x`` (unbiased, low variance, >= 0).
-  Use as a reward penalty (``advantages.token_rewards``) or add to the loss; as a loss
-  term the gradient of k3 is not that of the KL, so prefer k1/k2 there.
-
-  Args:
-    logprobs: ``[B, T]`` float, current (or sampling) policy.
-    ref_logprobs: ``[B, T]`` float, frozen reference policy.
-    kind: ``"k1"``, ``"k2"`` or ``"k3"``.
-    mask: optional ``[B, T]``; zeros the result at masked positions.
-
-  Returns:
-    ``[B, T]`` float32.
-  """
-  chex.assert_rank([logprobs, ref_logprobs], 2)
-  chex.assert_equal_shape([logprobs, ref_logprobs])
-  x = logprobs.astype(jnp.float32) - jax.lax.stop_gradient(ref_logprobs.astype(jnp.float32))
-  if kind == "k1":
-    kl = x
-  elif kind == "k2":
-    kl = 0.5 * jnp.square(x)
-  elif kind == "k3":
-    kl = jnp.expm1(-x) + x
-  else:
-    raise ValueError(f"kl_penalty kind must be one of {KL_KINDS}; got {kind!r}.")
-  if mask is not None:
-    chex.assert_equal_shape([kl, mask])
-    kl = jnp.where(mask != 0, kl, 0.0)
-  return kl
 
 
 def entropy_from_logits(logits: chex.Array, mask: Optional[chex.Array] = None) -> chex.Array:
