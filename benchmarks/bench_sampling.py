@@ -38,6 +38,10 @@ def parse_args(argv=None):
     ap.add_argument("--cores", type=int, default=None,
                     help="pin the process (both sides) to this many cores; default: all")
     ap.add_argument("--quick", action="store_true", help="batch 4, 64 new tokens, 2 repeats")
+    ap.add_argument("--device", choices=("cpu", "accelerator"), default="cpu",
+                    help="accelerator: ours on JAX's default backend, transformers on CUDA "
+                         "(skipped where torch has no CUDA device)")
+    ap.add_argument("--preset", default="tiny", help="model preset (random init)")
     ap.add_argument("--malloc", choices=("tcmalloc", "system"), default="tcmalloc",
                     help="allocator of the whole process (both sides); tcmalloc when installed")
     args = ap.parse_args(argv)
@@ -67,11 +71,11 @@ def bench_ours(model, prompts, new_tokens, temperature, repeats):
     return common.median(wall), common.median(cpu)
 
 
-def bench_hf(ref, prompts, new_tokens, temperature, repeats):
+def bench_hf(ref, prompts, new_tokens, temperature, repeats, device="cpu"):
     import torch
     import transformers
 
-    ids = torch.tensor(prompts, dtype=torch.long)
+    ids = torch.tensor(prompts, dtype=torch.long, device=device)
     gen_cfg = transformers.GenerationConfig(
         do_sample=temperature > 0, temperature=temperature if temperature > 0 else None,
         top_k=0, top_p=1.0, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
@@ -79,8 +83,10 @@ def bench_hf(ref, prompts, new_tokens, temperature, repeats):
 
     def run():
         with torch.inference_mode():
-            return ref.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
-                                generation_config=gen_cfg)
+            out = ref.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
+                               generation_config=gen_cfg)
+        common.torch_sync(device)
+        return out
 
     torch.manual_seed(0)
     t = time.perf_counter()
@@ -120,26 +126,33 @@ def main(argv=None):
     import numpy as np
     from mle_rl.models import config, qwen2
 
-    cfg = config.tiny()
+    device, no_ref = common.torch_device(args.device)
+    cfg = config.preset(args.preset)
     model = qwen2.init_model(cfg, seed=0)
-    with tempfile.TemporaryDirectory(prefix="bench_sampling_") as d:
-        ref = common.hf_reference(model, d, args.attn)
+    ref = None
+    if device is not None:
+        with tempfile.TemporaryDirectory(prefix="bench_sampling_") as d:
+            ref = common.hf_reference(model, d, args.attn).to(device)
     prompts = np.random.default_rng(0).integers(
         1, cfg.vocab_size, (args.batch, args.prompt_len)).tolist()
 
     print("== sampling benchmark: mle_rl.sampling.generate vs transformers generate ==")
     print(common.machine_report())
     print(common.thread_report())
-    print(f"model: tiny ({cfg.num_params / 1e6:.1f}M params, vocab {cfg.vocab_size}), float32; "
-          f"HF attention: {args.attn}")
+    print(f"model: {args.preset} ({cfg.num_params / 1e6:.1f}M params, vocab {cfg.vocab_size}), "
+          f"float32; HF attention: {args.attn}; torch on {device or '-'}")
     print(f"batch {args.batch} x prompt {args.prompt_len} tokens, {args.new_tokens} new tokens, "
           f"median of {args.repeats} after 1 warm-up, {threads} threads per side\n")
 
     modes = [("sample T=1", 1.0)] + ([("greedy", 0.0)] if args.greedy else [])
     n_tok = args.batch * args.new_tokens
     rows = []
+    if ref is None:
+        print(f"  {no_ref}")
     for name, temp in modes:
-        t_hf, c_hf = bench_hf(ref, prompts, args.new_tokens, temp, args.repeats)
+        t_hf = c_hf = float("nan")
+        if ref is not None:
+            t_hf, c_hf = bench_hf(ref, prompts, args.new_tokens, temp, args.repeats, device)
         t_ours, c_ours = bench_ours(model, prompts, args.new_tokens, temp, args.repeats)
         rows.append((name, n_tok / t_ours, n_tok / t_hf, t_hf / t_ours, c_hf / c_ours))
         print(f"  [{name}] ours {t_ours:.3f} s ({c_ours:.3f} CPU s), transformers {t_hf:.3f} s "

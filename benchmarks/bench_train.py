@@ -40,6 +40,10 @@ def parse_args(argv=None):
     ap.add_argument("--cores", type=int, default=None,
                     help="pin the process (both sides) to this many cores; default: all")
     ap.add_argument("--quick", action="store_true", help="batch 2 x 128, 3 timed steps")
+    ap.add_argument("--device", choices=("cpu", "accelerator"), default="cpu",
+                    help="accelerator: ours on JAX's default backend, torch on CUDA "
+                         "(skipped where torch has no CUDA device)")
+    ap.add_argument("--preset", default="tiny", help="model preset (random init)")
     ap.add_argument("--malloc", choices=("tcmalloc", "system"), default="tcmalloc",
                     help="allocator of the whole process (both sides); tcmalloc when installed")
     args = ap.parse_args(argv)
@@ -114,11 +118,11 @@ def bench_ours(model, tokens_np, steps):
     return common.median(times), common.median(cpu), loss0, float(state["loss"])
 
 
-def bench_torch(ref, tokens_np, steps):
+def bench_torch(ref, tokens_np, steps, device="cpu"):
     import torch
     import torch.nn.functional as F
 
-    ids = torch.from_numpy(tokens_np).long()
+    ids = torch.from_numpy(tokens_np).long().to(device)
     ref.train()
     opt = torch.optim.AdamW(ref.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
     v = ref.config.vocab_size
@@ -136,7 +140,7 @@ def bench_torch(ref, tokens_np, steps):
         loss = loss_fn()
         loss.backward()
         opt.step()
-        last["loss"] = float(loss.detach())
+        last["loss"] = float(loss.detach())       # synchronises with the device
 
     cpu = []
     times = common.time_runs(run, steps, warmup=1, label="torch", cpu=cpu)
@@ -150,28 +154,35 @@ def main(argv=None):
     import numpy as np
     from mle_rl.models import config, qwen2
 
-    cfg = config.tiny()
+    device, no_ref = common.torch_device(args.device)
+    cfg = config.preset(args.preset)
     model = qwen2.init_model(cfg, seed=0)
-    with tempfile.TemporaryDirectory(prefix="bench_train_") as d:
-        ref = common.hf_reference(model, d, args.attn)
+    ref = None
+    if device is not None:
+        with tempfile.TemporaryDirectory(prefix="bench_train_") as d:
+            ref = common.hf_reference(model, d, args.attn).to(device)
     tokens = np.random.default_rng(0).integers(
         0, cfg.vocab_size, (args.batch, args.seq)).astype(np.int32)
 
     print("== training benchmark: jitted NNX + optax step vs PyTorch eager + AdamW ==")
     print(common.machine_report())
     print(common.thread_report())
-    print(f"model: tiny ({cfg.num_params / 1e6:.1f}M params, vocab {cfg.vocab_size}), float32; "
-          f"HF attention: {args.attn}")
+    print(f"model: {args.preset} ({cfg.num_params / 1e6:.1f}M params, vocab {cfg.vocab_size}), "
+          f"float32; HF attention: {args.attn}; torch on {device or '-'}")
     print(f"batch {args.batch} x {args.seq} tokens, median of {args.steps} steps after 1 warm-up, "
           f"{threads} threads per side\n", flush=True)
 
-    peak = common.matmul_peak_gflops()
-    print(f"matmul peak (f32 2048^3): jax {peak['jax']:.1f}, torch {peak['torch']:.1f} "
+    peak = common.matmul_peak_gflops(device=device)
+    print(f"matmul peak (f32 2048^3): jax {peak['jax']:.1f}, torch {peak.get('torch', 0):.1f} "
           f"GFLOP/s -> peak {peak['peak']:.1f} GFLOP/s", flush=True)
 
-    t_torch, c_torch, l0_torch, l1_torch = bench_torch(ref, tokens, args.steps)
-    print(f"  torch eager: {t_torch:.3f} s/step (loss {l0_torch:.4f} -> {l1_torch:.4f})",
-          flush=True)
+    t_torch = c_torch = l0_torch = l1_torch = float("nan")
+    if ref is None:
+        print(f"  {no_ref}")
+    else:
+        t_torch, c_torch, l0_torch, l1_torch = bench_torch(ref, tokens, args.steps, device)
+        print(f"  torch eager: {t_torch:.3f} s/step (loss {l0_torch:.4f} -> {l1_torch:.4f})",
+              flush=True)
     del ref
     t_ours, c_ours, l0_ours, l1_ours = bench_ours(model, tokens, args.steps)
     print(f"  ours (jit):  {t_ours:.3f} s/step (loss {l0_ours:.4f} -> {l1_ours:.4f})", flush=True)

@@ -93,6 +93,28 @@ def machine_report() -> str:
             f"load: {load}\njax {jax.__version__}  torch {torch.__version__}")
 
 
+def torch_device(choice: str):
+    """'cpu' -> ('cpu', None). 'accelerator' (the JAX side runs on the default backend, a
+    GPU or TPU) -> ('cuda', None) when torch has CUDA, else (None, why): no torch
+    reference on this device (TPUs; a CPU-only torch wheel). With an accelerator, JAX's
+    float32 matmuls run at full precision (as torch's on CUDA), not TF32/bf16 passes."""
+    if choice == "cpu":
+        return "cpu", None
+    import jax
+    import torch
+    jax.config.update("jax_default_matmul_precision", "highest")
+    if torch.cuda.is_available():
+        return "cuda", None
+    return None, (f"torch {torch.__version__} has no CUDA device here (JAX backend: "
+                  f"{jax.default_backend()}); the transformers reference is skipped")
+
+
+def torch_sync(device) -> None:
+    if device == "cuda":
+        import torch
+        torch.cuda.synchronize()
+
+
 def time_runs(fn: Callable[[], object], repeats: int, warmup: int = 1,
               label: str | None = None, cpu: list | None = None) -> list[float]:
     """Wall-clock seconds of `repeats` calls of fn() after `warmup` untimed calls; with
@@ -122,9 +144,10 @@ def median(xs):
     return statistics.median(xs)
 
 
-def matmul_peak_gflops(n: int = 2048, repeats: int = 5) -> dict:
-    """Measured float32 matmul throughput (GFLOP/s) of an [n, n] @ [n, n] product in JAX and
-    in torch (median of `repeats` after a warm-up), and the better of the two as `peak`."""
+def matmul_peak_gflops(n: int = 2048, repeats: int = 5, device="cpu") -> dict:
+    """Measured float32 matmul throughput (GFLOP/s) of an [n, n] @ [n, n] product in JAX (on
+    its default device) and in torch (on `device`; None: JAX only), median of `repeats`
+    after a warm-up, and the better of the two as `peak`."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -136,10 +159,15 @@ def matmul_peak_gflops(n: int = 2048, repeats: int = 5) -> dict:
     ja, jb = jnp.asarray(a), jnp.asarray(b)
     mm = jax.jit(jnp.matmul)
     t_jax = median(time_runs(lambda: mm(ja, jb).block_until_ready(), repeats))
-    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-    with torch.no_grad():
-        t_torch = median(time_runs(lambda: torch.matmul(ta, tb), repeats))
-    out = {"jax": flops / t_jax / 1e9, "torch": flops / t_torch / 1e9}
+    out = {"jax": flops / t_jax / 1e9}
+    if device is not None:
+        ta, tb = torch.from_numpy(a).to(device), torch.from_numpy(b).to(device)
+
+        def run():
+            with torch.no_grad():
+                torch.matmul(ta, tb)
+            torch_sync(device)
+        out["torch"] = flops / median(time_runs(run, repeats)) / 1e9
     out["peak"] = max(out.values())
     return out
 

@@ -23,15 +23,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cpu_only
 
-DRY_RUN="${DRY_RUN:-0}"
 FORCE="${FORCE:-0}"
-for arg in "$@"; do
-  case "$arg" in
-    --dry-run) DRY_RUN=1 ;;
-    *) echo "error: unknown argument '$arg'; the only one is --dry-run (settings are" \
-            "environment variables, see the top of $0)." >&2; exit 2 ;;
-  esac
-done
+parse_dry_run "$@"
 TASKS="${TASKS:-tabular-synth,docstring-authorship,breast-cancer-diagnosis,penguin-island}"
 WALL="${WALL:-1800}"
 STEPS="${STEPS:-100000}"

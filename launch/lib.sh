@@ -30,3 +30,16 @@ check_bwrap() {
     return 1
   fi
 }
+
+# parse_dry_run "$@": sets DRY_RUN=1 for --dry-run (or keeps $DRY_RUN); anything else is an
+# error (the scripts take their settings from environment variables).
+parse_dry_run() {
+  DRY_RUN="${DRY_RUN:-0}"
+  for arg in "$@"; do
+    case "$arg" in
+      --dry-run) DRY_RUN=1 ;;
+      *) echo "error: unknown argument '$arg'; the only one is --dry-run (settings are" \
+              "environment variables, see the top of $0)." >&2; exit 2 ;;
+    esac
+  done
+}

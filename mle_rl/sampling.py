@@ -155,6 +155,10 @@ _DECODE_JITS = {}
 
 
 def _decode(*args, **kwargs):
+    return _decode_jit()(*args, **kwargs)
+
+
+def _decode_jit():
     """`_decode_loop` jitted for the default backend (with CPU_DECODE_COMPILER_OPTIONS on
     CPU); the cache and the outputs are donated."""
     backend = jax.default_backend()
@@ -165,7 +169,7 @@ def _decode(*args, **kwargs):
                                            "cache_sharding"),
             donate_argnames=("cache", "out_tok", "out_lp", "out_mask"),
             compiler_options=_cpu_decode_options() if backend == "cpu" else None)
-    return fn(*args, **kwargs)
+    return fn
 
 
 def _cpu_decode_options():
@@ -362,3 +366,68 @@ def generate(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, rn
     out_mask = np.asarray(out_mask)[:n, :max_new_tokens]
     return SampleOutput(tokens=out_tok, logprobs=out_lp, mask=out_mask,
                         lengths=out_mask.sum(1).astype(np.int32))
+
+
+def phase_windows(max_new_tokens: int) -> list:
+    """Generation slots of each decode phase `generate` runs for `max_new_tokens`."""
+    g = bucket(max_new_tokens, MIN_GEN_BUCKET)
+    windows = [min(FIRST_WINDOW, g)]
+    while windows[-1] < max_new_tokens:
+        windows.append(min(_next_window(windows[-1]), g))
+    return windows
+
+
+def lower(model, *, batch: int, prompt_len: int, max_new_tokens: int, mesh=None,
+          top_p: float = 1.0) -> dict:
+    """`generate`'s jitted functions lowered ahead of time for `batch` prompts of up to
+    `prompt_len` tokens and `max_new_tokens`, with the shapes and shardings `generate`
+    gives them (`model` may be abstract: `nnx.eval_shape`, parameters already carrying
+    their shardings). -> {"prefill", "grow" (into the last phase; absent with one phase),
+    "decode" (the last phase: the largest cache)}: `jax.stages.Compiled`, compiled one
+    after the other so each takes the previous one's output shardings. The XLA path only
+    (the native CPU kernels serve single-device float32 runs)."""
+    cfg = model.config
+    graphdef, state = nnx.split(model)
+    b = bucket(batch, 1)
+    if mesh is not None:
+        b = -(-b // mesh.shape[shd.DATA]) * mesh.shape[shd.DATA]
+    p = bucket(prompt_len, MIN_PROMPT_BUCKET)
+    g = bucket(max_new_tokens, MIN_GEN_BUCKET)
+    windows = phase_windows(max_new_tokens)
+    cache_sh = _cache_sharding(mesh, cfg.num_kv_heads)
+
+    def arg(shape, dtype, sharding="batch"):
+        if sharding == "batch":
+            sharding = shd.batch_sharding(mesh, len(shape)) if mesh is not None else None
+        return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)
+
+    out = {"prefill": _prefill.lower(graphdef, state, arg((b, p), jnp.int32),
+                                     arg((b, p), jnp.int32), gen_len=windows[0],
+                                     cache_sharding=cache_sh).compile()}
+    logits_sh, cache_out_sh, key_valid_sh = out["prefill"].output_shardings
+
+    def cache(slots, shardings):
+        k = (b, cfg.num_kv_heads, cfg.head_dim, slots)
+        v = (b, cfg.num_kv_heads, slots, cfg.head_dim)
+        return tuple((arg(k, model.dtype, ks), arg(v, model.dtype, vs)) for ks, vs in shardings)
+
+    kv = cache(p + windows[0], cache_out_sh)
+    key_valid = arg((b, p + windows[0]), jnp.bool_, key_valid_sh)
+    if len(windows) > 1:
+        grow_cache = cache(p + windows[-2], cache_out_sh)
+        out["grow"] = _grow.lower(grow_cache, arg((b, p + windows[-2]), jnp.bool_, key_valid_sh),
+                                  extra=windows[-1] - windows[-2],
+                                  cache_sharding=cache_sh).compile()
+        cache_out_sh, key_valid_sh = out["grow"].output_shardings
+        kv = cache(p + windows[-1], cache_out_sh)
+        key_valid = arg((b, p + windows[-1]), jnp.bool_, key_valid_sh)
+    scalar = lambda dtype: jax.ShapeDtypeStruct((), dtype)  # noqa: E731
+    rng = jax.eval_shape(lambda: jax.random.key(0))
+    out["decode"] = _decode_jit().lower(
+        graphdef, state, arg((b, cfg.vocab_size), jnp.float32, logits_sh), kv, key_valid,
+        arg((b,), jnp.int32), arg((b,), jnp.bool_), scalar(jnp.int32), scalar(jnp.int32), rng,
+        scalar(jnp.float32), scalar(jnp.float32), jax.ShapeDtypeStruct((1,), jnp.int32),
+        scalar(jnp.int32), arg((b, g), jnp.int32), arg((b, g), jnp.float32),
+        arg((b, g), jnp.bool_), prompt_bucket=p, greedy=False, use_top_p=top_p < 1.0,
+        cache_sharding=cache_sh).compile()
+    return out

@@ -231,3 +231,66 @@ def test_packed_matmul_rejects_bad_input(kernel):
         cpu_kernels.packed_matmul(jnp.ones((2, 7), jnp.float32), packed)
     with pytest.raises(TypeError, match="float32"):
         cpu_kernels.packed_matmul(jnp.ones((2, 8), jnp.bfloat16), packed)
+
+
+# ----------------------------------------------------------------- jaxlib's FFI headers
+def test_this_jaxlibs_ffi_headers_pass_the_check():
+    version = cpu_kernels.check_ffi_headers()
+    assert version[0] == cpu_kernels.FFI_API_VERSION[0]
+    assert version[1] >= cpu_kernels.FFI_API_VERSION[1]
+
+
+def _fake_headers(root, major, minor):
+    api = root / "xla" / "ffi" / "api"
+    api.mkdir(parents=True)
+    for name in ("ffi.h", "api.h"):
+        (api / name).write_text("// stand-in\n")
+    (api / "c_api.h").write_text(f"#define XLA_FFI_API_MAJOR {major}\n"
+                                 f"#define XLA_FFI_API_MINOR {minor}\n")
+    return root
+
+
+@pytest.mark.parametrize("case", ["missing_dir", "no_c_api", "major_1", "minor_older"])
+def test_missing_or_mismatched_ffi_headers_name_both_jaxlibs_in_one_line(tmp_path, case):
+    import jaxlib
+    major, minor = cpu_kernels.FFI_API_VERSION
+    if case == "missing_dir":
+        root = tmp_path / "nowhere"
+    elif case == "no_c_api":
+        root = _fake_headers(tmp_path, major, minor)
+        (root / "xla/ffi/api/c_api.h").unlink()
+    elif case == "major_1":
+        root = _fake_headers(tmp_path, major + 1, 0)
+    else:
+        if minor == 0:
+            pytest.skip("no older minor version than 0")
+        root = _fake_headers(tmp_path, major, minor - 1)
+    with pytest.raises(cpu_kernels.KernelBuildError) as e:
+        cpu_kernels.check_ffi_headers(root)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert f"jaxlib {jaxlib.__version__}" in msg
+    assert f"jaxlib=={cpu_kernels.pinned_jaxlib()}, pinned in constraints.txt" in msg
+    assert cpu_kernels.pinned_jaxlib() != "unknown"      # read from the checkout's file
+
+
+def test_newer_minor_ffi_headers_are_accepted(tmp_path):
+    major, minor = cpu_kernels.FFI_API_VERSION
+    assert cpu_kernels.check_ffi_headers(_fake_headers(tmp_path, major, minor + 1)) == (
+        major, minor + 1)
+
+
+def test_mismatched_ffi_headers_fall_back_to_xla_with_one_warning(monkeypatch, tmp_path,
+                                                                  caplog):
+    root = _fake_headers(tmp_path / "inc", cpu_kernels.FFI_API_VERSION[0] + 1, 0)
+    monkeypatch.setattr(jax.ffi, "include_dir", lambda: str(root))
+    monkeypatch.setattr(cpu_kernels, "_state", {})            # decided again, then restored
+    monkeypatch.setenv(cpu_kernels.ENV_CACHE, str(tmp_path / "cache"))
+    monkeypatch.delenv(cpu_kernels.ENV_SWITCH, raising=False)
+    with caplog.at_level(logging.WARNING, logger=cpu_kernels.__name__):
+        assert not cpu_kernels.available()
+        assert not cpu_kernels.available()                     # decided once
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "XLA path" in warnings[0]
+    assert "pinned in constraints.txt" in warnings[0] and "\n" not in warnings[0]
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").glob("*.so"))

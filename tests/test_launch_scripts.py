@@ -292,3 +292,50 @@ def test_family_phases_and_cpu_demo_report(tmp_path):
     for rel in ("before.json", "after.json", "rl/metrics.jsonl", "rl/reward_curve.png"):
         assert (kept / rel).is_file(), rel
     assert "](cpu_demo_files/tabular-synth/rl/reward_curve.png)" in rep.read_text()
+
+
+# ----------------------------------------------------------------------------- accelerator_check
+
+
+def test_accelerator_check_without_an_accelerator_says_so_and_exits_0(tmp_path):
+    out = tmp_path / "acc"
+    p = _script("accelerator_check.sh", {"OUT": out}, tmp_path / "cache", timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    lines = p.stdout.strip().splitlines()
+    assert "cpu device(s)" in lines[0]
+    assert lines[-1].startswith("[accelerator_check] no GPU or TPU here")
+    assert not out.exists()                                    # nothing was run or written
+
+
+def test_accelerator_check_dry_run_lists_every_step(tmp_path):
+    out = tmp_path / "acc"
+    p = _script("accelerator_check.sh", {"OUT": out, "FORCE_CPU": 1}, tmp_path / "cache",
+                args=("--dry-run",), timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    for step, what in (("parity", "tests/test_hf_parity.py"),
+                       ("sampling", "bench_sampling.py --device=accelerator"),
+                       ("training", "bench_train.py --device=accelerator"),
+                       ("plan", "plan.py --backend=native"), ("run", "experiments/run.py")):
+        assert any(l.startswith(f"[accelerator_check] {step}: ") and what in l
+                   for l in p.stdout.splitlines()), (step, p.stdout)
+    assert "--model_preset=qwen2p5_3b" in p.stdout and "--dtype=bfloat16 --mesh_shape=" in p.stdout
+    assert not out.exists()
+    bad = _script("accelerator_check.sh", {"OUT": out, "FORCE_CPU": 1, "STEPS": "nope"},
+                  tmp_path / "cache", timeout=300)
+    assert bad.returncode == 2 and "unknown step 'nope'" in bad.stderr
+
+
+@pytest.mark.slow
+def test_accelerator_check_plan_and_run_steps_write_the_table_on_cpu(standin, tmp_path):
+    """The script's own plumbing, forced onto CPU with the micro stand-in: plan.py against
+    the (CPU) devices and a 2-update run.py on a mesh, then the table."""
+    out = tmp_path / "acc"
+    p = _script("accelerator_check.sh", {"OUT": out, "FORCE_CPU": 1, "STEPS": "plan,run",
+                                         "POLICY_DIR": standin["ckpt"], "MESH": "1,1",
+                                         "PLAN_MODEL": "micro"},
+                standin["cache"], timeout=3000)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    md = (out / "accelerator_check.md").read_text()
+    plan_row, run_row = (_row(md, s) for s in ("plan", "run"))
+    assert plan_row[1] == "ok" and "GiB per device" in plan_row[2], md
+    assert run_row[1] == "ok" and run_row[2].startswith("done: 2 updates"), md

@@ -17,7 +17,10 @@ again; a build is written to a temporary file and renamed, and a library is load
 when it matches the checksum written after it (a damaged one is built again), so no
 process loads a half-written or truncated library. If there is no compiler or the build fails, the kernel is
 reported unavailable once (a warning with the compiler's output) and callers fall back to
-XLA. `MLE_RL_CPU_KERNELS=0` turns the kernels off.
+XLA. Before building, `check_ffi_headers` checks that jaxlib ships the FFI headers, with
+the API version the source was written for; if not, that warning is one line naming the
+jaxlib found and the one pinned in constraints.txt. `MLE_RL_CPU_KERNELS=0` turns the
+kernels off.
 """
 
 from __future__ import annotations
@@ -64,6 +67,56 @@ class KernelBuildError(RuntimeError):
     pass
 
 
+# The XLA FFI C API (`xla/ffi/api/c_api.h`: XLA_FFI_API_MAJOR.MINOR) that cpu_kernels.cc is
+# built and tested against: the headers of the jaxlib pinned in constraints.txt. A header of
+# another major version is ABI-incompatible; an older minor may lack what the source uses.
+FFI_API_VERSION = (0, 3)
+FFI_HEADERS = ("xla/ffi/api/ffi.h", "xla/ffi/api/api.h", "xla/ffi/api/c_api.h")
+_CONSTRAINTS = Path(__file__).resolve().parents[2] / "constraints.txt"
+
+
+def pinned_jaxlib() -> str:
+    """The jaxlib version constraints.txt pins ('unknown' without that file)."""
+    try:
+        for line in _CONSTRAINTS.read_text().splitlines():
+            if line.strip().startswith("jaxlib=="):
+                return line.strip().split("==", 1)[1]
+    except OSError:
+        pass
+    return "unknown"
+
+
+def check_ffi_headers(include_dir=None) -> tuple:
+    """The (major, minor) XLA FFI API version of jaxlib's headers in `include_dir` (default:
+    `jax.ffi.include_dir()`). Raises KernelBuildError, one line naming the jaxlib found
+    and the one constraints.txt pins, when the directory or a header is missing or the API
+    version does not match FFI_API_VERSION (same major, minor at least as new)."""
+    import re
+    import jaxlib
+    found, pinned = jaxlib.__version__, pinned_jaxlib()
+    want = ".".join(map(str, FFI_API_VERSION))
+
+    def fail(problem):
+        raise KernelBuildError(
+            f"jaxlib {found} {problem}; cpu_kernels.cc needs XLA FFI API {want} (jaxlib=="
+            f"{pinned}, pinned in constraints.txt): pip install -c constraints.txt jaxlib")
+    try:
+        root = Path(include_dir if include_dir is not None else jax.ffi.include_dir())
+    except Exception as e:  # noqa: BLE001 - an old jax without jax.ffi.include_dir
+        fail(f"has no XLA FFI header directory ({type(e).__name__}: {e})")
+    missing = [h for h in FFI_HEADERS if not (root / h).is_file()]
+    if missing:
+        fail(f"has no {', '.join(missing)} under {root}")
+    text = (root / FFI_HEADERS[2]).read_text(errors="replace")
+    parts = [re.search(rf"#define\s+XLA_FFI_API_{k}\s+(\d+)", text) for k in ("MAJOR", "MINOR")]
+    if not all(parts):
+        fail(f"has a {FFI_HEADERS[2]} without XLA_FFI_API_MAJOR/MINOR under {root}")
+    version = tuple(int(m.group(1)) for m in parts)
+    if version[0] != FFI_API_VERSION[0] or version[1] < FFI_API_VERSION[1]:
+        fail(f"ships XLA FFI API {version[0]}.{version[1]} headers ({root})")
+    return version
+
+
 def _compiler() -> str:
     for name in (os.environ.get("CXX"), "g++", "c++"):
         path = shutil.which(name) if name else None
@@ -93,6 +146,7 @@ def build(source: Path = _SOURCE) -> Path:
     """Compile `source` into the cache (if not there yet) and return the library's path.
     Raises KernelBuildError with the compiler's output on failure."""
     import jaxlib
+    check_ffi_headers()
     cxx = _compiler()
     version = _run([cxx, "--version"], timeout=60).stdout
     key = hashlib.sha256(b"\0".join([
@@ -118,8 +172,10 @@ def build(source: Path = _SOURCE) -> Path:
                         [cxx, *LINK_FLAGS, obj, "-o", so, *LINK_LIBS]):
                 proc = _run(cmd, timeout=300)
                 if proc.returncode != 0:
-                    raise KernelBuildError(f"building {source.name} failed ({' '.join(cmd)}):\n"
-                                           f"{proc.stderr[-4000:]}")
+                    raise KernelBuildError(
+                        f"building {source.name} against jaxlib {jaxlib.__version__}'s FFI "
+                        f"headers (constraints.txt pins jaxlib=={pinned_jaxlib()}) failed "
+                        f"({' '.join(cmd)}):\n{proc.stderr[-4000:]}")
             # The checksum of the file we built goes in first, then the library is renamed
             # into place (never rewritten: another process may have the old one mapped).
             Path(sha).write_text(hashlib.sha256(Path(so).read_bytes()).hexdigest())

@@ -278,13 +278,27 @@ class DecoderLayer(nnx.Module):
         return x, new_cache
 
 
+@functools.partial(nnx.remat, prevent_cse=True)
+def _remat_layer(layer, x, cos, sin, key_valid, query_slot):
+    """A decoder layer whose activations the backward pass recomputes (only its input is
+    kept): `Qwen2.remat`."""
+    return layer(x, cos, sin, key_valid, query_slot)
+
+
 class Qwen2(nnx.Module):
-    """Qwen2 causal LM. `dtype` is the compute dtype; parameters are kept in `param_dtype`."""
+    """Qwen2 causal LM. `dtype` is the compute dtype; parameters are kept in `param_dtype`.
+
+    `remat` (a static attribute, default False; the learner sets it from
+    `PPOConfig.remat`): the uncached forward keeps only each decoder layer's input for the
+    backward pass and recomputes the rest (gradient checkpointing, MaxText's
+    `remat_policy=full`): activation memory of one layer instead of all of them, for about
+    a third more compute. Prefill and decode (with a cache) never differentiate and ignore it."""
 
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs, dtype=jnp.float32,
-                 param_dtype=jnp.float32):
+                 param_dtype=jnp.float32, remat: bool = False):
         self.config = cfg
         self.dtype = dtype
+        self.remat = remat
         self.embed = _param(rngs, (cfg.vocab_size, cfg.hidden_size), ("vocab", "embed"), param_dtype)
         self.layers = nnx.List([DecoderLayer(cfg, rngs=rngs, param_dtype=param_dtype)
                                 for _ in range(cfg.num_layers)])
@@ -359,7 +373,12 @@ class Qwen2(nnx.Module):
             cos, sin = rotary_cos_sin(positions, self.config.head_dim, self.config.rope_theta)
         x = self.embed[...][tokens].astype(self.dtype)
         new_cache = []
+        remat = self.remat and cache is None
         for i, layer in enumerate(self.layers):
+            if remat:
+                x, c = _remat_layer(layer, x, cos, sin, key_valid, query_slot)
+                new_cache.append(c)
+                continue
             x, c = layer(x, cos, sin, key_valid, query_slot,
                          None if cache is None else cache[i], cache_index,
                          fused=None if fused_kernels is None else fused_kernels[i],
