@@ -21,7 +21,8 @@ flags.DEFINE_integer("n", 32, "Samples per task (best-of-N).")
 flags.DEFINE_bool("improve", True, "Half of the samples improve the best so far.")
 flags.DEFINE_float("temperature", 0.7, "Sampling temperature.")
 flags.DEFINE_float("top_p", 1.0, "Nucleus sampling.")
-flags.DEFINE_integer("max_prompt_tokens", 768, "Prompt budget.")
+flags.DEFINE_integer("max_prompt_tokens", 768, "Prompt budget (a warm-start policy's prompts are "
+                     "also held to the lengths it was fine-tuned on: its warmstart.json).")
 flags.DEFINE_integer("max_new_tokens", 512, "Response budget.")
 flags.DEFINE_integer("sample_batch", 8, "Prompts sampled together.")
 flags.DEFINE_integer("num_actors", 2, "Actor subprocesses.")
@@ -35,6 +36,7 @@ flags.DEFINE_integer("seed", 0, "Random seed.")
 from mle_rl import config  # noqa: E402
 
 config.define_sandbox_flag()
+config.define_task_dir_flag()
 FLAGS = flags.FLAGS
 
 
@@ -45,6 +47,7 @@ def main(argv):
 
     from mle_rl.agent import evaluation
     from mle_rl.agent.components import load_policy
+    from mle_rl.io import policy
     from mle_rl.env import tasks as env_tasks
     from mle_rl.models.hf import CheckpointError
     try:
@@ -54,23 +57,29 @@ def main(argv):
         return 2
     try:
         tasks = {t: env_tasks.get_task(t, mlebench_dir=FLAGS.mlebench_dir,
-                                       cache_dir=FLAGS.cache_dir) for t in FLAGS.tasks}
-        model, tok, _ = load_policy(FLAGS.policy_dir, preset=FLAGS.model_preset,
+                                       cache_dir=FLAGS.cache_dir, task_dir=FLAGS.task_dir)
+                 for t in FLAGS.tasks}
+        model, tok, path = load_policy(FLAGS.policy_dir, preset=FLAGS.model_preset,
                                     dtype=FLAGS.dtype, cache_dir=FLAGS.cache_dir,
                                     seed=FLAGS.seed)
-    except (env_tasks.UnknownTask, CheckpointError) as e:
+    except (env_tasks.UnknownTask, env_tasks.user_tasks.TaskSpecError, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     dtypes = sorted({str(x.dtype) for x in jax.tree.leaves(nnx.state(model, nnx.Param))})
     print(f"[eval] policy {FLAGS.policy_dir} ({type(model).__name__}, "
           f"{sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param))):,} parameters, "
           f"{'/'.join(dtypes)})", flush=True)
-    results = evaluation.best_of_n(
-        model, tok, tasks, FLAGS.n, improve=FLAGS.improve, seed=FLAGS.seed,
-        num_actors=FLAGS.num_actors, temperature=FLAGS.temperature, top_p=FLAGS.top_p,
-        max_prompt_tokens=FLAGS.max_prompt_tokens, max_new_tokens=FLAGS.max_new_tokens,
-        sample_batch=FLAGS.sample_batch, instrument=FLAGS.instrument, reward=FLAGS.reward,
-        cache_dir=FLAGS.cache_dir, mlebench_dir=FLAGS.mlebench_dir)
+    try:
+        results = evaluation.best_of_n(
+            model, tok, tasks, FLAGS.n, improve=FLAGS.improve, seed=FLAGS.seed,
+            num_actors=FLAGS.num_actors, temperature=FLAGS.temperature, top_p=FLAGS.top_p,
+            max_prompt_tokens=FLAGS.max_prompt_tokens, max_new_tokens=FLAGS.max_new_tokens,
+            sample_batch=FLAGS.sample_batch, instrument=FLAGS.instrument, reward=FLAGS.reward,
+            cache_dir=FLAGS.cache_dir, mlebench_dir=FLAGS.mlebench_dir,
+            task_dir=FLAGS.task_dir, trained_budgets=policy.trained_prompt_budgets(path))
+    except evaluation.PromptBudgetError as e:
+        print(f"error: --max_prompt_tokens: {e}", file=sys.stderr)
+        return 2
     table = evaluation.markdown_table(results, FLAGS.label)
     print(table)
     if FLAGS.out:

@@ -5,7 +5,7 @@ running anything) when bubblewrap does not work here, unless `--sandbox=unsafe` 
 missing, empty or non-UTF-8 file, a bad flag) it prints one sentence on stderr, the same
 sentence as `{"error": ...}` on stdout, and exits with status 2.
 
-    python -m mle_rl tasks [--mlebench_dir D]
+    python -m mle_rl tasks [--mlebench_dir D] [--task_dir DIR]
     python -m mle_rl prepare --task T [--cache_dir C] [--force]
     python -m mle_rl exec --task T --code FILE [--instrument ast|lm|none] [--timeout_s S]
                           [--memory_mb M] [--reward rl4mle|mlagent] [--mlebench_dir D]
@@ -45,6 +45,9 @@ def _parser() -> argparse.ArgumentParser:
             sp.add_argument("--task", default=DEFAULT_TASK, help="task id (see `tasks`)")
         sp.add_argument("--mlebench_dir", default=None, help="dir of prepared MLE-bench tasks")
         sp.add_argument("--cache_dir", default=None, help="where built-in tasks are prepared")
+        sp.add_argument("--task_dir", default=None,
+                        help="dir(s, comma-separated) of user tasks: DIR/<id>/task.json + "
+                             "DIR/<id>/prepared/{public,private}")
 
     common(sub.add_parser("tasks", help="list the tasks"), task=False)
     sp = sub.add_parser("prepare", help="materialize a built-in task")
@@ -84,8 +87,9 @@ def _task(args):
     from mle_rl.env import tasks
 
     try:
-        task = tasks.get_task(args.task, mlebench_dir=args.mlebench_dir, cache_dir=args.cache_dir)
-    except tasks.UnknownTask as e:
+        task = tasks.get_task(args.task, mlebench_dir=args.mlebench_dir, cache_dir=args.cache_dir,
+                              task_dir=args.task_dir)
+    except (tasks.UnknownTask, tasks.user_tasks.TaskSpecError) as e:
         raise UsageError(str(e) if str(e) else f"Unknown task {args.task!r}; run "
                          "`python -m mle_rl tasks` to list them.") from None
     if not task.public_dir.is_dir():
@@ -98,10 +102,16 @@ def _run(args) -> dict:
     if args.command == "tasks":
         from mle_rl.env import tasks
 
-        return {"tasks": tasks.list_tasks(mlebench_dir=args.mlebench_dir, cache_dir=args.cache_dir)}
+        try:
+            return {"tasks": tasks.list_tasks(mlebench_dir=args.mlebench_dir,
+                                              cache_dir=args.cache_dir, task_dir=args.task_dir)}
+        except tasks.user_tasks.TaskSpecError as e:
+            raise UsageError(str(e)) from None
     if args.command == "prepare":
         from mle_rl.env import tasks
 
+        if args.task not in tasks.BUILTIN_TASKS:   # a user or MLE-bench task: check it
+            return {"task": args.task, "path": str(_task(args).root)}
         try:
             path = tasks.prepare(args.task, cache_dir=args.cache_dir, force=args.force)
         except tasks.UnknownTask as e:

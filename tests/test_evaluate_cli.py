@@ -37,3 +37,37 @@ def test_evaluate_bad_input(tmp_path):
     assert proc.returncode != 0 and "--dtype" in proc.stderr
     proc = evaluate("--tasks=no-such-task", f"--cache_dir={tmp_path}")
     assert proc.returncode == 2 and "Unknown task 'no-such-task'" in proc.stderr
+    proc = evaluate("--policy_dir=random", "--tasks=tabular-synth", "--max_prompt_tokens=64",
+                    f"--cache_dir={tmp_path}")
+    assert proc.returncode == 2 and "too small" in proc.stderr.splitlines()[-1]
+
+
+def test_evaluate_a_user_task_with_its_baseline(tmp_path):
+    """`--task_dir`: a held-out task of the user layout is evaluated, and its JSON row
+    carries the sample submission's own score (the uninformed baseline)."""
+    from mle_rl.env.procedural import heldout
+
+    heldout.write_all(tmp_path / "mine", cache=tmp_path / "cache")
+    out = tmp_path / "eval"
+    proc = evaluate("--policy_dir=random", "--tasks=heldout-pima-diabetes", "--n=2",
+                    "--max_new_tokens=8", "--max_prompt_tokens=1536", "--num_actors=1",
+                    "--sample_batch=2",
+                    f"--task_dir={tmp_path / 'mine'}", f"--cache_dir={tmp_path / 'cache'}",
+                    f"--out={out}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = json.loads(out.with_suffix(".json").read_text())["heldout-pima-diabetes"]
+    assert row["metric"] == "auc" and row["n"] == 2
+    assert row["sample_submission_score"] == 0.5      # a constant probability ranks nothing
+    assert row["beats_sample_submission"] is (row["best"] is not None and row["best"] > 0.5)
+    assert "| heldout-pima-diabetes | auc ↑ | " in out.with_suffix(".md").read_text()
+
+
+def test_trained_prompt_budgets(tmp_path):
+    from mle_rl.io import policy
+
+    assert policy.trained_prompt_budgets(tmp_path) is None          # not a warm-start policy
+    (tmp_path / "warmstart.json").write_text("{not json")
+    assert policy.trained_prompt_budgets(tmp_path) is None          # unreadable: ignored
+    (tmp_path / "warmstart.json").write_text(json.dumps(
+        {"settings": {"budgets": {"solve_prompt": 128, "improve_prompt": 512}}}))
+    assert policy.trained_prompt_budgets(tmp_path) == {"solve": 128, "improve": 512}

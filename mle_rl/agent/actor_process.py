@@ -100,7 +100,7 @@ def _instrumenter(spec, ctx: ActorContext):
 def default_work(request, ctx: ActorContext) -> ActionResult:
     """Runs `mle_rl.env.action.run_action` on the request, inside an actor.
 
-    `ctx.work_kwargs` may hold: `mlebench_dir`, `cache_dir` (for `get_task`),
+    `ctx.work_kwargs` may hold: `mlebench_dir`, `cache_dir`, `task_dir` (for `get_task`),
     `task_factory` (import path of a `(task_id, **kw) -> Task` used instead of
     `mle_rl.env.tasks:get_task`), `instrumenter`, `reward_scheme`, `timeout_s`,
     `memory_mb`, and `warm_pool` (a dict of `WarmPool` keyword arguments; absent or None
@@ -114,9 +114,10 @@ def default_work(request, ctx: ActorContext) -> ActionResult:
     if request.task_id not in tasks:
         factory_path = kw.get("task_factory") or "mle_rl.env.tasks:get_task"
         factory = resolve_work_fn(factory_path, "task_factory")
-        tasks[request.task_id] = factory(
-            request.task_id, mlebench_dir=kw.get("mlebench_dir"), cache_dir=kw.get("cache_dir")
-        )
+        where = {"mlebench_dir": kw.get("mlebench_dir"), "cache_dir": kw.get("cache_dir")}
+        if kw.get("task_dir"):
+            where["task_dir"] = kw["task_dir"]
+        tasks[request.task_id] = factory(request.task_id, **where)
     if "warm_pool" not in ctx.cache:
         warm_pool = None
         if kw.get("warm_pool") is not None:

@@ -34,6 +34,16 @@ class TaskResult:
     best_code: str = ""
     families: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     rewards: list = dataclasses.field(default_factory=list)
+    baseline: Optional[float] = None   # the score of public/sample_submission.csv
+    statuses: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    failures: list = dataclasses.field(default_factory=list)   # a few (status, message, code)
+
+    @property
+    def beats_baseline(self) -> Optional[bool]:
+        if self.best is None or self.baseline is None:
+            return None if self.baseline is None else False
+        return signed(self.best, self.is_lower_better) > signed(self.baseline,
+                                                                self.is_lower_better)
 
     @property
     def valid_frac(self) -> float:
@@ -65,6 +75,11 @@ def _run_round(pool: ActorPool, model, tokenizer, task, texts, modes, prevs, *, 
             result.n += 1
             result.rewards.append(r.reward)
             result.families[families.primary_family(r.code)] += 1
+            result.statuses[r.status] += 1
+            if r.status != "ok" and len(result.failures) < 3:
+                result.failures.append({"status": r.status, "message": r.message,
+                                        "stderr_tail": r.stderr_tail[-600:],
+                                        "response": done.request.response[-2000:]})
             if r.status == "ok" and r.score is not None:
                 result.valid += 1
                 if result.best is None or signed(r.score, task.is_lower_better) > signed(
@@ -77,26 +92,54 @@ def _run_round(pool: ActorPool, model, tokenizer, task, texts, modes, prevs, *, 
     return best_entry
 
 
+class PromptBudgetError(ValueError):
+    """--max_prompt_tokens cannot hold a task's prompt instructions."""
+
+
+def sample_submission_score(task) -> Optional[float]:
+    """The score of the task's own `sample_submission.csv` (the uninformed baseline)."""
+    from mle_rl.env import graders
+
+    path = task.public_dir / "sample_submission.csv"
+    if not path.is_file():
+        return None
+    report = graders.grade_submission(task, path)
+    return float(report["score"]) if report["valid_submission"] else None
+
+
 def best_of_n(model, tokenizer, tasks: dict, n: int, *, improve: bool = True, seed: int = 0,
               num_actors: int = 2, temperature: float = 0.7, top_p: float = 1.0,
               max_prompt_tokens: int = 768, max_new_tokens: int = 512, sample_batch: int = 8,
               instrument: str = "ast", reward: str = "rl4mle", cache_dir=None,
-              mlebench_dir=None, warm_pool: bool = True, mesh=None, log=print) -> dict:
-    """-> {task_id: TaskResult}. `tasks` maps ids to `Task`s."""
+              mlebench_dir=None, task_dir=None, warm_pool: bool = True, mesh=None,
+              trained_budgets: Optional[dict] = None, log=print) -> dict:
+    """-> {task_id: TaskResult}. `tasks` maps ids to `Task`s. `trained_budgets`
+    (`policy.trained_prompt_budgets`) caps the solve / improve prompts at the lengths the
+    policy was fine-tuned on."""
+    solve_tokens = min(max_prompt_tokens, (trained_budgets or {}).get("solve", max_prompt_tokens))
+    improve_tokens = min(max_prompt_tokens,
+                         (trained_budgets or {}).get("improve", max_prompt_tokens))
     count = lambda s: len(policy.encode_prompt(tokenizer, s))  # noqa: E731
     cfg = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, mesh=mesh)
     key = jax.random.key(seed)
-    work = dict(mlebench_dir=mlebench_dir, cache_dir=cache_dir, instrumenter=instrument,
+    work = dict(mlebench_dir=mlebench_dir, cache_dir=cache_dir, task_dir=task_dir,
+                instrumenter=instrument,
                 reward_scheme=reward, warm_pool={"size": 1} if warm_pool else None)
     timeouts = {tid: t.timeout_s for tid, t in tasks.items()}
+    try:       # before any actor starts: a budget too small for the instructions is bad input
+        solves = {tid: env_prompts.solve_prompt(task, max_tokens=solve_tokens, count_tokens=count)
+                  for tid, task in tasks.items()}
+    except ValueError as e:
+        raise PromptBudgetError(str(e)) from None
     results = {}
     with ActorPool(num_actors, work_kwargs=work,
                    action_timeout_s=lambda r: timeouts[r.task_id]) as pool:
         next_id = 0
         for tid, task in tasks.items():
-            res = TaskResult(tid, task.metric, task.is_lower_better)
+            res = TaskResult(tid, task.metric, task.is_lower_better,
+                             baseline=sample_submission_score(task))
             n_solve = n // 2 if improve else n
-            solve = env_prompts.solve_prompt(task, max_tokens=max_prompt_tokens, count_tokens=count)
+            solve = solves[tid]
             best_entry = None
             done_n = 0
             while done_n < n:
@@ -109,7 +152,7 @@ def best_of_n(model, tokenizer, tasks: dict, n: int, *, improve: bool = True, se
                 else:
                     text = env_prompts.improve_prompt(
                         task, best_entry["plan"], best_entry["code"], best_entry["output"],
-                        max_tokens=max_prompt_tokens, count_tokens=count)
+                        max_tokens=improve_tokens, count_tokens=count)
                     texts, modes, prevs = [text] * k, ["improve"] * k, [best_entry] * k
                 key, sub = jax.random.split(key)
                 found = _run_round(pool, model, tokenizer, task, texts, modes, prevs, key=sub,
@@ -126,19 +169,24 @@ def best_of_n(model, tokenizer, tasks: dict, n: int, *, improve: bool = True, se
 
 
 def markdown_table(results: dict, label: str = "ours") -> str:
-    lines = [f"| task | metric | best-of-N ({label}) | valid | N | families |",
-             "|---|---|---|---|---|---|"]
+    lines = [f"| task | metric | best-of-N ({label}) | sample submission | valid | N | families |",
+             "|---|---|---|---|---|---|---|"]
     for tid, r in results.items():
         arrow = "↓" if r.is_lower_better else "↑"
         best = "—" if r.best is None else f"{r.best:.4f}"
+        base = "—" if r.baseline is None else f"{r.baseline:.4f}"
         fams = ", ".join(f"{k} {v}" for k, v in r.families.most_common())
-        lines.append(f"| {tid} | {r.metric} {arrow} | {best} | {r.valid}/{r.n} | {r.n} | {fams} |")
+        lines.append(f"| {tid} | {r.metric} {arrow} | {best} | {base} | {r.valid}/{r.n} | {r.n} "
+                     f"| {fams} |")
     return "\n".join(lines)
 
 
 def results_to_json(results: dict) -> dict:
     return {tid: {"metric": r.metric, "is_lower_better": r.is_lower_better, "n": r.n,
                   "valid": r.valid, "best": r.best, "best_mode": r.best_mode,
-                  "families": dict(r.families),
+                  "sample_submission_score": r.baseline, "beats_sample_submission":
+                  r.beats_baseline,
+                  "families": dict(r.families), "statuses": dict(r.statuses),
+                  "failures": r.failures,
                   "reward_mean": float(np.mean(r.rewards)) if r.rewards else None}
             for tid, r in results.items()}

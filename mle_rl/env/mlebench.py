@@ -100,20 +100,6 @@ SPECS: dict = {s.id: s for s in (
 )}
 
 
-@dataclasses.dataclass(frozen=True)
-class MLEBenchTask(Task):
-    """A Task whose description may live outside `root` (mlebench keeps it in several places)."""
-
-    description_path: Optional[pathlib.Path] = None
-
-    @property
-    def description(self) -> str:
-        if self.description_path is None:
-            return (f"# {self.id}\n\nNo description.md was found for this MLE-bench task. "
-                    "The files are under `./input/`; write `./submission.csv`.\n")
-        return self.description_path.read_text(encoding="utf-8", errors="replace")
-
-
 def prepared_root(mlebench_dir, task_id: str) -> Optional[pathlib.Path]:
     """`<mlebench_dir>/<id>/prepared` if it has public/ and private/, else None."""
     if mlebench_dir is None:
@@ -131,7 +117,7 @@ def found_ids(mlebench_dir) -> list[str]:
     return sorted(i for i in SPECS if prepared_root(mlebench_dir, i) is not None)
 
 
-def make_task(mlebench_dir, task_id: str) -> MLEBenchTask:
+def make_task(mlebench_dir, task_id: str) -> Task:
     """The Task for a prepared competition; raises FileNotFoundError naming what is missing."""
     spec = SPECS[task_id]
     root = prepared_root(mlebench_dir, task_id)
@@ -147,8 +133,7 @@ def make_task(mlebench_dir, task_id: str) -> MLEBenchTask:
             f"(looked for {', '.join(spec.answers_files)}); prepare it again.")
     desc = next((p for p in (root / "description.md", root.parent / "description.md",
                              root / "public" / "description.md") if p.is_file()), None)
-    return MLEBenchTask(id=task_id, root=root, metric=spec.metric,
-                        is_lower_better=spec.is_lower_better, grader=spec.grader,
-                        modality=spec.modality, answers_file=answers, timeout_s=spec.timeout_s,
-                        memory_mb=spec.memory_mb, reward_scale=spec.reward_scale,
-                        source="mlebench", description_path=desc)
+    return Task(id=task_id, root=root, metric=spec.metric, is_lower_better=spec.is_lower_better,
+                grader=spec.grader, modality=spec.modality, answers_file=answers,
+                timeout_s=spec.timeout_s, memory_mb=spec.memory_mb,
+                reward_scale=spec.reward_scale, source="mlebench", description_path=desc)

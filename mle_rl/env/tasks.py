@@ -3,6 +3,7 @@
     prepare("tabular-synth")              -> ~/.cache/mle_rl/tasks/tabular-synth
     get_task("penguin-island")            -> Task (prepared on demand)
     get_task("spooky-author-identification", mlebench_dir="~/mlebench-data")
+    get_task("my-task", task_dir="~/my_tasks")   -> a user task (task.json + prepared/)
     list_tasks(mlebench_dir=...)          -> [{"id", "source", "metric", ...}]
 """
 
@@ -17,7 +18,7 @@ import shutil
 import tempfile
 from typing import Optional
 
-from mle_rl.env import builtin, mlebench
+from mle_rl.env import builtin, mlebench, user_tasks
 from mle_rl.env.builtin import SPECS as BUILTIN_SPECS
 from mle_rl.env.types import Task
 
@@ -27,13 +28,17 @@ FORMAT_VERSION = 1
 
 
 class UnknownTask(ValueError):
-    """A task id that is neither built in nor a recognised MLE-bench task found on disk."""
+    """A task id that is neither built in, nor a user task under --task_dir, nor a
+    recognised MLE-bench task found on disk."""
 
-    def __init__(self, task_id: str, mlebench_dir=None):
+    def __init__(self, task_id: str, mlebench_dir=None, task_dir=None):
         found = mlebench.found_ids(mlebench_dir)
-        known = list(BUILTIN_TASKS) + found
+        user = [t for d in task_dirs(task_dir) for t in user_tasks.task_ids(d)]
+        known = list(BUILTIN_TASKS) + user + found
         where = f" or prepared under {mlebench_dir}" if mlebench_dir else \
             " (pass --mlebench_dir to use real MLE-bench tasks)"
+        if task_dir:
+            where += f", or user tasks under {task_dir}"
         msg = f"Unknown task '{task_id}'; known tasks{where}: {', '.join(known)}."
         if task_id in mlebench.SPECS:
             msg = (f"Task '{task_id}' is an MLE-bench task, but it is not prepared under "
@@ -41,6 +46,20 @@ class UnknownTask(ValueError):
                    f"and pass --mlebench_dir. Known tasks: {', '.join(known)}.")
         super().__init__(msg)
         self.task_id = task_id
+
+
+def task_dirs(task_dir) -> list:
+    """--task_dir as a list: None, one dir, a comma-separated string or a sequence."""
+    if not task_dir:
+        return []
+    if isinstance(task_dir, (str, os.PathLike)):
+        return [d for d in str(task_dir).split(",") if d]
+    return [str(d) for d in task_dir if d]
+
+
+def generated_dir(cache_dir=None) -> pathlib.Path:
+    """Where the warm start writes its procedural tasks (searched after --task_dir)."""
+    return globals()["cache_dir"](cache_dir) / "generated_tasks"
 
 
 def cache_dir(explicit=None) -> pathlib.Path:
@@ -125,25 +144,41 @@ def _builtin_task(task_id: str, root: pathlib.Path) -> Task:
                 reward_scale=float(s.reward_scale), source="builtin")
 
 
-def get_task(task_id: str, mlebench_dir=None, cache_dir=None) -> Task:
-    """A built-in task (prepared on demand) or an MLE-bench task prepared under mlebench_dir."""
+def get_task(task_id: str, mlebench_dir=None, cache_dir=None, task_dir=None) -> Task:
+    """A built-in task (prepared on demand), a user task under `task_dir` (one dir, several
+    comma-separated, or a list; then the warm start's generated tasks), or an MLE-bench
+    task prepared under `mlebench_dir`. A user task that is not valid raises
+    `user_tasks.TaskSpecError` (one line)."""
     if task_id in BUILTIN_SPECS:
         root = prepare(task_id, cache_dir=cache_dir)
         hide_private(root)
         return _builtin_task(task_id, root)
+    for d in task_dirs(task_dir) + [str(generated_dir(cache_dir))]:
+        if (pathlib.Path(d).expanduser() / task_id / user_tasks.SPEC_FILE).is_file():
+            task = user_tasks.load(d, task_id)
+            hide_private(task.root)
+            return task
     if task_id in mlebench.SPECS and mlebench.prepared_root(mlebench_dir, task_id) is not None:
         return mlebench.make_task(mlebench_dir, task_id)
-    raise UnknownTask(task_id, mlebench_dir)
+    raise UnknownTask(task_id, mlebench_dir, task_dir)
 
 
-def list_tasks(mlebench_dir=None, cache_dir=None) -> list[dict]:
-    """[{"id", "source", "metric", "is_lower_better", "modality", "prepared"}], built-ins first."""
+def list_tasks(mlebench_dir=None, cache_dir=None, task_dir=None) -> list[dict]:
+    """[{"id", "source", "metric", "is_lower_better", "modality", "prepared"}]: built-ins,
+    then user tasks under `task_dir` (each checked: a bad one raises TaskSpecError), then
+    MLE-bench tasks."""
     out = []
     base = globals()["cache_dir"](cache_dir) / "tasks"
     for task_id, s in BUILTIN_SPECS.items():
         out.append({"id": task_id, "source": "builtin", "metric": s.metric,
                     "is_lower_better": s.is_lower_better, "modality": s.modality,
                     "prepared": _is_current(base / task_id, task_id)})
+    for d in task_dirs(task_dir):
+        for task_id in user_tasks.task_ids(d):
+            t = user_tasks.load(d, task_id)
+            out.append({"id": task_id, "source": "user", "metric": t.metric,
+                        "is_lower_better": t.is_lower_better, "modality": t.modality,
+                        "prepared": True})
     for task_id in mlebench.found_ids(mlebench_dir):
         s = mlebench.SPECS[task_id]
         out.append({"id": task_id, "source": "mlebench", "metric": s.metric,

@@ -49,7 +49,8 @@ class Task:
     timeout_s: float = 120.0      # default wall-time limit for one program
     memory_mb: int = 4096         # default memory limit for one program
     reward_scale: float = 1.0     # ML-Agent's per-task alpha
-    source: str = "builtin"       # builtin | mlebench
+    source: str = "builtin"       # builtin | mlebench | user
+    description_path: Optional[pathlib.Path] = None   # default: root/description.md
 
     @property
     def public_dir(self) -> pathlib.Path:
@@ -61,7 +62,11 @@ class Task:
 
     @property
     def description(self) -> str:
-        return (self.root / "description.md").read_text()
+        path = self.description_path or self.root / "description.md"
+        if not path.is_file():
+            return (f"# {self.id}\n\nNo description.md was found for this task. The files "
+                    "are under `./input/`; write `./submission.csv`.\n")
+        return path.read_text(encoding="utf-8", errors="replace")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -60,7 +60,7 @@ class ExpertStatesSource:
 
     def __init__(self, path, *, task_ids: Optional[Sequence[str]] = None, count_tokens=None,
                  solve_tokens: Optional[int] = None, improve_tokens: Optional[int] = None,
-                 mlebench_dir=None,
+                 mlebench_dir=None, task_dir=None,
                  cache_dir=None):
         path = pathlib.Path(path)
         file = path / STATES_FILE if path.is_dir() else path
@@ -82,7 +82,8 @@ class ExpertStatesSource:
             count_tokens = lambda s: len(tok(s, add_special_tokens=False)["input_ids"])
         self._count = count_tokens or prompts.approx_tokens
         self._budgets = _budgets(path, solve_tokens, improve_tokens)
-        self._task_kw = {"mlebench_dir": mlebench_dir, "cache_dir": cache_dir}
+        self._task_kw = {"mlebench_dir": mlebench_dir, "cache_dir": cache_dir,
+                         "task_dir": task_dir}
         self._tasks: dict = {}
 
     def __len__(self) -> int:

@@ -22,8 +22,8 @@ METRIC_TEXT = {
            "0.5 is chance).",
     "multiclass_log_loss": "Submissions are evaluated with the multi-class logarithmic loss: "
            "for each row, minus the log of the probability given to the true class, averaged "
-           "over rows. Probabilities are clipped to [1e-15, 1-1e-15]; each row must sum to 1 "
-           "(within 0.01; rows are then renormalised). Lower is better.",
+           "over rows. Probabilities are clipped to [eps, 1 - eps] (eps = 2.2e-16); each row "
+           "must sum to 1 within 1e-6 (rows are not renormalised). Lower is better.",
     "rmse": "Submissions are evaluated on the root mean squared error (RMSE) between the "
             "predicted and the observed target. Lower is better.",
     "rmsle_column_mean": "Submissions are evaluated on the root mean squared logarithmic error "

