@@ -47,7 +47,7 @@ def main(argv):
 
     from mle_rl.agent import evaluation
     from mle_rl.agent.components import load_policy
-    from mle_rl.io import policy
+    from mle_rl.warmstart.states import trained_prompt_budgets
     from mle_rl.env import tasks as env_tasks
     from mle_rl.models.hf import CheckpointError
     try:
@@ -76,7 +76,7 @@ def main(argv):
             max_prompt_tokens=FLAGS.max_prompt_tokens, max_new_tokens=FLAGS.max_new_tokens,
             sample_batch=FLAGS.sample_batch, instrument=FLAGS.instrument, reward=FLAGS.reward,
             cache_dir=FLAGS.cache_dir, mlebench_dir=FLAGS.mlebench_dir,
-            task_dir=FLAGS.task_dir, trained_budgets=policy.trained_prompt_budgets(path))
+            task_dir=FLAGS.task_dir, trained_budgets=trained_prompt_budgets(path))
     except evaluation.PromptBudgetError as e:
         print(f"error: --max_prompt_tokens: {e}", file=sys.stderr)
         return 2

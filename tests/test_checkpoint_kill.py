@@ -20,6 +20,13 @@ from mle_rl.models import qwen2
 from mle_rl.rl import learner as lrn
 from tests.test_checkpoint import CFG, REPO, _damage, abstract
 
+
+def _child_env() -> dict:
+    """A child Python that imports this checkout, on one CPU device."""
+    env = dict(os.environ, PYTHONPATH=REPO, JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)
+    return env
+
 _KILLED_SAVE = textwrap.dedent("""
     import sys, time
     import numpy as np
@@ -44,8 +51,7 @@ _KILLED_SAVE = textwrap.dedent("""
 
 
 def test_save_killed_mid_way_is_never_the_latest(tmp_path):
-    env = dict(os.environ, PYTHONPATH=REPO, JAX_PLATFORMS="cpu")
-    env.pop("XLA_FLAGS", None)
+    env = _child_env()
     proc = subprocess.Popen([sys.executable, "-c", _KILLED_SAVE, str(tmp_path)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
@@ -170,8 +176,7 @@ _TRAINING_RUN = textwrap.dedent("""
 @pytest.mark.slow
 def test_training_run_killed_then_resumed(tmp_path):
     """kill -9 of a real update/save/log loop; the resume sees exactly the last saved step."""
-    env = dict(os.environ, PYTHONPATH=REPO, JAX_PLATFORMS="cpu")
-    env.pop("XLA_FLAGS", None)
+    env = _child_env()
     proc = subprocess.Popen([sys.executable, "-c", _TRAINING_RUN, str(tmp_path)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

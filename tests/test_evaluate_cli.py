@@ -63,11 +63,11 @@ def test_evaluate_a_user_task_with_its_baseline(tmp_path):
 
 
 def test_trained_prompt_budgets(tmp_path):
-    from mle_rl.io import policy
+    from mle_rl.warmstart.states import trained_prompt_budgets
 
-    assert policy.trained_prompt_budgets(tmp_path) is None          # not a warm-start policy
+    assert trained_prompt_budgets(tmp_path) is None          # not a warm-start policy
     (tmp_path / "warmstart.json").write_text("{not json")
-    assert policy.trained_prompt_budgets(tmp_path) is None          # unreadable: ignored
+    assert trained_prompt_budgets(tmp_path) is None          # unreadable: ignored
     (tmp_path / "warmstart.json").write_text(json.dumps(
         {"settings": {"budgets": {"solve_prompt": 128, "improve_prompt": 512}}}))
-    assert policy.trained_prompt_budgets(tmp_path) == {"solve": 128, "improve": 512}
+    assert trained_prompt_budgets(tmp_path) == {"solve": 128, "improve": 512}

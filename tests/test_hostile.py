@@ -223,8 +223,9 @@ while True:
         pass
 """, timeout_s=3, sandbox_kw={"max_procs": 32})
     assert res.status == "timeout"
-    if os.geteuid() == 0 and sandbox.use_bwrap():
-        assert 1 < watch.peak <= 40, f"{watch.peak} processes: the fork bomb was not capped"
+    if os.geteuid() != 0 or not sandbox.use_bwrap():
+        pytest.skip("the process cap is measured only as root under bubblewrap")
+    assert 1 < watch.peak <= 40, f"{watch.peak} processes: the fork bomb was not capped"
 
 
 def test_allocate_50_gb(task, tmp_path):

@@ -114,8 +114,8 @@ def best_of_n(model, tokenizer, tasks: dict, n: int, *, improve: bool = True, se
               mlebench_dir=None, task_dir=None, warm_pool: bool = True, mesh=None,
               trained_budgets: Optional[dict] = None, log=print) -> dict:
     """-> {task_id: TaskResult}. `tasks` maps ids to `Task`s. `trained_budgets`
-    (`policy.trained_prompt_budgets`) caps the solve / improve prompts at the lengths the
-    policy was fine-tuned on."""
+    (`warmstart.states.trained_prompt_budgets`) caps the solve / improve prompts at the
+    lengths the policy was fine-tuned on."""
     solve_tokens = min(max_prompt_tokens, (trained_budgets or {}).get("solve", max_prompt_tokens))
     improve_tokens = min(max_prompt_tokens,
                          (trained_budgets or {}).get("improve", max_prompt_tokens))

@@ -48,23 +48,6 @@ def load(path: Optional[pathlib.Path], *, preset: str = "tiny", dtype: str = "fl
     return hf.load(path, dtype=jdtype), hf.load_tokenizer(path)
 
 
-def trained_prompt_budgets(path: Optional[pathlib.Path]) -> Optional[dict]:
-    """{"solve": N, "improve": M}: the prompt lengths (tokens) a warm-start policy was
-    fine-tuned on (its `warmstart.json`), or None for any other checkpoint. A small policy
-    reads longer prompts badly (positions it never saw), so callers fit prompts to
-    min(their budget, these)."""
-    import json
-
-    marker = pathlib.Path(path) / "warmstart.json" if path is not None else None
-    if marker is None or not marker.is_file():
-        return None
-    try:
-        budgets = json.loads(marker.read_text())["settings"]["budgets"]
-        return {"solve": int(budgets["solve_prompt"]), "improve": int(budgets["improve_prompt"])}
-    except (ValueError, KeyError, TypeError):
-        return None
-
-
 def encode_prompt(tokenizer, text: str) -> list:
     """Prompt text -> token ids, through the chat template when the tokenizer has one."""
     if getattr(tokenizer, "chat_template", None):

@@ -31,16 +31,26 @@ def _uniform(rng) -> float:
     return float(rng.random())
 
 
+def trained_prompt_budgets(path: Optional[pathlib.Path]) -> Optional[dict]:
+    """{"solve": N, "improve": M}: the prompt lengths (tokens) a warm-start policy was
+    fine-tuned on (its `warmstart.json`), or None for any other checkpoint. A small policy
+    reads longer prompts badly (positions it never saw), so callers fit prompts to
+    min(their budget, these)."""
+    marker = pathlib.Path(path) / "warmstart.json" if path is not None else None
+    if marker is None or not marker.is_file():
+        return None
+    try:
+        budgets = json.loads(marker.read_text())["settings"]["budgets"]
+        return {"solve": int(budgets["solve_prompt"]), "improve": int(budgets["improve_prompt"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _budgets(path: pathlib.Path, solve, improve) -> tuple[int, int]:
     """Explicit budgets, else those the policy was fine-tuned with (its warmstart.json),
     else the paper's 1024 input tokens."""
-    saved = {}
-    try:
-        saved = json.loads((path / "warmstart.json").read_text())["settings"]["budgets"]
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    return (solve or saved.get("solve_prompt", 1024),
-            improve or saved.get("improve_prompt", 1024))
+    saved = trained_prompt_budgets(path) or {}
+    return solve or saved.get("solve", 1024), improve or saved.get("improve", 1024)
 
 
 class ExpertStatesSource:
