@@ -329,19 +329,104 @@ _KEEP = ("before.json", "after.json", "eval.json", "run/summary.json", "run/metr
          "run/reward_curve.png", "rl/summary.json", "rl/metrics.jsonl", "rl/reward_curve.png")
 
 
+def _demo_runs(out_dir: pathlib.Path) -> list:
+    """Every directory of the demo that holds a run or an evaluation."""
+    runs = [p for p in sorted(out_dir.glob("*/seed*")) if p.parent.name != "ablations"]
+    return runs + sorted((out_dir / "ablations").glob("*/seed*"))
+
+
 def keep_files(out_dir, md_path) -> pathlib.Path:
     """Copy the demo's small result files next to the report; returns the copy's root."""
     out_dir, md_path = pathlib.Path(out_dir), pathlib.Path(md_path)
     dest = md_path.parent / f"{md_path.stem}_files"
-    for run in [out_dir / t for t in sorted(os.listdir(out_dir))] + \
-            sorted((out_dir / "ablations").glob("*/seed*")):
-        for rel in _KEEP:
-            src = run / rel
+    for run in _demo_runs(out_dir):
+        for src in [run / rel for rel in _KEEP] + sorted(run.glob("*_*.json")):
             if src.is_file():
                 target = dest / src.relative_to(out_dir)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, target)
     return dest
+
+
+def _best(ev: Optional[dict]) -> Optional[float]:
+    return None if ev is None else ev.get("best")
+
+
+def _better(a: Optional[float], b: Optional[float], lower: bool) -> Optional[bool]:
+    """Whether `a` beats `b` (a missing score loses to any score); None when both miss."""
+    if a is None and b is None:
+        return None
+    if b is None or a is None:
+        return b is None
+    return a < b if lower else a > b
+
+
+def _valid(evs: list) -> str:
+    evs = [e for e in evs if e is not None]
+    return f"{sum(e['valid'] for e in evs)}/{sum(e['n'] for e in evs)}" if evs else "—"
+
+
+def seed_pairs(out_dir, task_id) -> dict:
+    """{seed: (SFT eval, RL eval, RL summary)} from OUT/<task>/seed<k>/."""
+    d = pathlib.Path(out_dir) / task_id
+    return {sd.name: (_eval(sd / "before", task_id), _eval(sd / "after", task_id),
+                      _json(sd / "rl" / "summary.json"))
+            for sd in sorted(d.glob("seed*"))}
+
+
+def per_task_table(out_dir, tasks: list, n) -> tuple[str, int, int]:
+    """The matched best-of-N table; returns (markdown, tasks where RL's mean is better,
+    tasks compared)."""
+    lines = [f"| task | metric | sample submission | SFT best-of-{n} | RL best-of-{n} | "
+             "RL better (seeds) | valid SFT | valid RL | RL updates |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    wins = compared = 0
+    for t in tasks:
+        pairs = seed_pairs(out_dir, t)
+        evs = [e for b, a, _ in pairs.values() for e in (b, a) if e]
+        if not evs:
+            lines.append(f"| {t} | ? | — | not run | not run | — | — | — | — |")
+            continue
+        lower = evs[0]["is_lower_better"]
+        before = [_best(b) for b, _, _ in pairs.values()]
+        after = [_best(a) for _, a, _ in pairs.values()]
+        seed_wins = [_better(a, b, lower) for a, b in zip(after, before)]
+        ok_b, ok_a = [x for x in before if x is not None], [x for x in after if x is not None]
+        if ok_b and ok_a:
+            compared += 1
+            wins += bool(_better(sum(ok_a) / len(ok_a), sum(ok_b) / len(ok_b), lower))
+        upd = [str(s["updates"]) for _, _, s in pairs.values() if s]
+        base = evs[0].get("sample_submission_score")
+        lines.append(
+            f"| {t} | {evs[0]['metric']} {_arrow(lower)} | {_fmt(base)} | {_mean_std(before)} | "
+            f"{_mean_std(after)} | {sum(1 for w in seed_wins if w)}/{len(seed_wins)} | "
+            f"{_valid([b for b, _, _ in pairs.values()])} | "
+            f"{_valid([a for _, a, _ in pairs.values()])} | {', '.join(upd) or '—'} |")
+    return "\n".join(lines) + "\n", wins, compared
+
+
+def cross_table(out_dir, tasks: list, n) -> str:
+    """Cross-task RL (trained on procedural tasks) next to the SFT policy and per-task RL,
+    on the evaluation tasks, mean ± std over seeds."""
+    out_dir = pathlib.Path(out_dir)
+    seeds = sorted((out_dir / "cross").glob("seed*"))
+    evals = sorted({p.stem[len("after_"):] for sd in seeds for p in sd.glob("after_*.json")})
+    lines = [f"| task | metric | SFT best-of-{n} | cross-task RL best-of-{n} | cross better "
+             f"(seeds) | per-task RL best-of-{n} | valid cross |", "|---|---|---|---|---|---|---|"]
+    for t in [t for t in tasks if t in evals] + [t for t in evals if t not in tasks]:
+        cross = [_eval(sd / f"after_{t}", t) for sd in seeds]
+        sft = [_eval(out_dir / t / sd.name / "before", t) or _eval(sd / f"before_{t}", t)
+               for sd in seeds]
+        per = [a for _, a, _ in seed_pairs(out_dir, t).values()]
+        ref = next((e for e in cross + sft if e), None)
+        lower = ref["is_lower_better"] if ref else False
+        wins = [_better(_best(c), _best(b), lower) for c, b in zip(cross, sft)]
+        lines.append(
+            f"| {t} | {ref['metric'] + ' ' + _arrow(lower) if ref else '?'} | "
+            f"{_mean_std([_best(e) for e in sft])} | {_mean_std([_best(e) for e in cross])} | "
+            f"{sum(1 for w in wins if w)}/{len(wins)} | "
+            f"{_mean_std([_best(e) for e in per]) if per else '—'} | {_valid(cross)} |")
+    return "\n".join(lines) + "\n"
 
 
 def cpu_demo(out_dir, md_path) -> str:
@@ -353,38 +438,40 @@ def cpu_demo(out_dir, md_path) -> str:
         return _rel(kept if kept is not None and kept.is_file() else png, md_path)
     meta = _json(out_dir / "cpu_demo.json") or {}
     tasks = meta.get("tasks") or sorted(p.name for p in out_dir.iterdir()
-                                        if (p / "rl").is_dir())
+                                        if any(p.glob("seed*/rl")))
     n = meta.get("n", "N")
+    table, wins, compared = per_task_table(out_dir, tasks, n)
     lines = ["# The whole story on CPU", "",
-             f"Default policy built from nothing by the warm start, then per task RL for a fixed "
-             f"wall-clock budget ({meta.get('wall_s', '?')} s), best-of-{n} before (the SFT "
-             f"policy) and after RL, both modes. Machine: {meta.get('machine', '?')}.", "",
-             f"| task | metric | before (best-of-{n}) | after (best-of-{n}) | valid before | "
-             "valid after | RL updates | stopped by |", "|---|---|---|---|---|---|---|---|"]
+             f"Default policy built from nothing by the warm start; then per task and seed: "
+             f"best-of-{n} of the SFT policy, RL for {meta.get('steps', '?')} updates, best-of-"
+             f"{n} of the RL policy, with the same seed and N (matched samples). Mean ± std "
+             f"over seeds {meta.get('seeds', '?')}. Machine: {meta.get('machine', '?')}.", "",
+             f"**RL's mean best-of-{n} is better than the SFT policy's on {wins} of {compared} "
+             "tasks.**", "", table]
+    if (out_dir / "cross").is_dir():
+        lines += ["## Cross-task RL (ML-Agent's protocol)", "",
+                  f"Trained on {meta.get('cross_train', '?')} procedural tasks for "
+                  f"{meta.get('cross_steps', '?')} updates per seed, evaluated on tasks it never "
+                  "trained on.", "", cross_table(out_dir, tasks, n)]
+    lines += ["## Reward curves", ""]
     for t in tasks:
-        d = out_dir / t
-        b, a = _eval(d / "before", t), _eval(d / "after", t)
-        ref = a or b
-        metric = f"{ref['metric']} {_arrow(ref['is_lower_better'])}" if ref else "?"
-        summ = _json(d / "rl" / "summary.json")
-        vb, va = (f"{e['valid']}/{e['n']}" if e else "—" for e in (b, a))
-        lines.append(
-            f"| {t} | {metric} | {_best_cell(b)} | {_best_cell(a)} | {vb} | {va} | "
-            f"{summ['updates'] if summ else '—'} | {summ['stopped_by'] if summ else 'not run'} |")
-    lines += ["", "## Reward curves", ""]
-    for t in tasks:
-        png = out_dir / t / "rl" / "reward_curve.png"
-        lines.append(f"![{t}]({link(png)})" if png.is_file() else f"* {t}: no curve")
+        for sd in sorted((out_dir / t).glob("seed*")):
+            png = sd / "rl" / "reward_curve.png"
+            lines.append(f"* {t} {sd.name}: ![{t} {sd.name}]({link(png)})" if png.is_file()
+                         else f"* {t} {sd.name}: no curve")
     lines += ["", "## Model families chosen over training",
               "", "Share of each batch's programs by model family (from metrics.jsonl "
-              "`family/*`), averaged over the early, middle and late thirds of training. A "
-              "collapse to fast, weak models shows as `linear` (or `none`) taking over late, "
-              "with the mean action time falling.", ""]
+              "`family/*`), averaged over the early, middle and late thirds of training "
+              "(first seed). A collapse to fast, weak models shows as `linear` (or `none`) "
+              "taking over late, with the mean action time falling.", ""]
     for t in tasks:
-        rows = _metrics(out_dir / t / "rl")
+        first = next(iter(sorted((out_dir / t).glob("seed*"))), None)
+        if first is None:
+            continue
+        rows = _metrics(first / "rl")
         k = max(1, len(rows) // 3)
         dur = [_tail_mean(rows[:k], "duration_mean_s", 1.0), _tail_mean(rows, "duration_mean_s")]
-        lines += [f"### {t}", "", family_table(out_dir / t / "rl"),
+        lines += [f"### {t}", "", family_table(first / "rl"),
                   f"Mean action time: first third {_fmt(dur[0], 2)} s, last quarter "
                   f"{_fmt(dur[1], 2)} s.", ""]
     abl = out_dir / "ablations"

@@ -30,7 +30,11 @@ _OUT = flags.DEFINE_string("out_dir", None, "Policy directory (default: the cach
                            "policy, <cache>/policies/default).")
 _TASKS = flags.DEFINE_list("tasks", list(tasks.BUILTIN_TASKS), "Built-in tasks.")
 _HOLDOUT = flags.DEFINE_list("holdout_tasks", [], "Tasks left out of the corpus (evaluated).")
-_N = flags.DEFINE_integer("n_per_task", 32, "Programs executed per task for the corpus.")
+_N = flags.DEFINE_integer("n_per_task", 24, "Programs executed per built-in task for the corpus.")
+_GEN = flags.DEFINE_integer("generated", 120, "Procedural tasks in the corpus (env/procedural).")
+_PER_GEN = flags.DEFINE_integer("per_generated", 2, "Programs executed per procedural task.")
+_REPEAT = flags.DEFINE_integer("builtin_repeat", 3, "Times SFT sees each built-in task's "
+                               "solve examples.")
 _VOCAB = flags.DEFINE_integer("vocab_size", 16384, "BPE vocabulary size.")
 _SFT_MIN = flags.DEFINE_float("sft_minutes", 10.0, "Time budget of SFT (minutes).")
 _EPOCHS = flags.DEFINE_float("max_epochs", 10.0, "Most SFT epochs.")
@@ -42,8 +46,10 @@ _BUCKETS = flags.DEFINE_list("buckets", ["128", "192", "256", "384", "640"],
                              "SFT sequence-length buckets (one compiled shape each); the "
                              "largest is the longest sequence kept.")
 _RESP_TOK = flags.DEFINE_integer("response_tokens", 512, "Response token budget.")
-_IMP_MAX = flags.DEFINE_integer("improve_max", 48, "Most improve examples in the SFT mix.")
-_INS_MAX = flags.DEFINE_integer("instrument_max", 200, "Most instrumentation examples in the mix.")
+_IMP_MAX = flags.DEFINE_integer("improve_max", 200, "Most improve examples in the SFT mix (those "
+                                "of the built-in tasks first).")
+_INS_MAX = flags.DEFINE_integer("instrument_max", 150, "Most instrumentation examples in the mix "
+                                "(those of the image, text and span programs first).")
 _CORPUS = flags.DEFINE_string("corpus_dir", None, "Corpus cache (default: beside the policy).")
 _EVAL_N = flags.DEFINE_integer("eval_samples", 32, "Samples per task (0: no evaluation).")
 _TEMP = flags.DEFINE_float("temperature", 0.7, "Sampling temperature of the evaluation.")
@@ -62,7 +68,8 @@ def main(argv):
         return 2
     settings = pipeline.WarmStartSettings(
         task_ids=tuple(_TASKS.value), holdout_tasks=tuple(_HOLDOUT.value),
-        n_per_task=_N.value, vocab_size=_VOCAB.value,
+        n_per_task=_N.value, generated=_GEN.value, per_generated=_PER_GEN.value,
+        vocab_size=_VOCAB.value,
         budgets=sft_data.Budgets(solve_prompt=_SOLVE_TOK.value,
                                  improve_prompt=_IMP_TOK.value, response=_RESP_TOK.value,
                                  sequence=max(int(b) for b in _BUCKETS.value)),
@@ -70,7 +77,8 @@ def main(argv):
                           buckets=tuple(sorted(int(b) for b in _BUCKETS.value)),
                           max_epochs=_EPOCHS.value, tokens_per_batch=_TPB.value,
                           seed=_SEED.value),
-        improve_max=_IMP_MAX.value, instrument_max=_INS_MAX.value, seed=_SEED.value)
+        improve_max=_IMP_MAX.value, instrument_max=_INS_MAX.value,
+        builtin_repeat=_REPEAT.value, seed=_SEED.value)
     out = pathlib.Path(_OUT.value) if _OUT.value else pipeline.default_policy_dir()
     same = settings == pipeline.WarmStartSettings()
     print(f"settings {'are' if same else 'differ from'} the default policy's "

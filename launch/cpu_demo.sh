@@ -1,23 +1,31 @@
 #!/usr/bin/env bash
 # The whole story on a CPU machine, from nothing (hours on 2 cores): build the default policy
-# (warm start), then for each task: best-of-N of that SFT policy, RL for a fixed wall-clock
-# budget, best-of-N of the RL policy; then the ablations (no duration weights, no
-# instrumentation) on the synthetic tabular task. Writes REPORT (tables, reward curves, the
-# model families chosen over training). `--dry-run` (or DRY_RUN=1) prints the plan only.
+# (warm start); write the held-out tasks; then, for each task and each seed: best-of-N of the
+# SFT policy, RL for a fixed number of updates, best-of-N of the RL policy (the same N and
+# seed: matched samples); then a cross-task RL run per seed (ML-Agent's protocol: trained on
+# procedural tasks, evaluated on the held-out ones); then the ablations (no duration weights,
+# no instrumentation) on one task. Writes REPORT: mean ± std over seeds, reward curves, the
+# model families chosen over training. `--dry-run` (or DRY_RUN=1) prints the plan only.
 #
 # Settings (environment variables; defaults in brackets):
-#   TASKS        comma-separated built-in tasks
-#                [tabular-synth,docstring-authorship,breast-cancer-diagnosis,penguin-island]
-#   WALL         RL wall-clock budget per task, seconds                            [1800]
-#   STEPS        cap on PPO updates per task (set high: the wall clock decides)   [100000]
-#   N            best-of-N before and after RL                                        [32]
-#   SEED         seed of the RL runs and evaluations                                   [0]
-#   ABL_TASK, ABL_VARIANTS, ABL_SEEDS, ABL_WALL   the ablations [tabular-synth;
-#                full no_duration_weights no_instrumentation; 0 1 2; 1200]
-#   OUT          runs: OUT/<task>/{before.*,rl/,after.*}, OUT/ablations/   [runs/cpu_demo]
+#   TASKS        comma-separated tasks for per-task RL (built-in ids, or ids under TASK_DIR)
+#                [the four held-out tasks of experiments/results/warm_start.md]
+#   SEEDS        seeds; each gives one SFT evaluation, one RL run, one RL evaluation  [0 1 2]
+#   STEPS        PPO updates per RL run (the budget; the same on any machine)          [30]
+#   WALL         wall-clock cap per RL run, seconds                                  [1800]
+#   N            best-of-N before and after RL                                         [32]
+#   POLICY       the SFT policy every run starts from                              [default]
+#   TASK_DIR     where the held-out tasks are written            [OUT/heldout_tasks]
+#   CROSS_TRAIN  number of procedural tasks (env/procedural) the cross-task run trains on,
+#                0 to skip it                                                          [16]
+#   CROSS_EVAL   tasks the cross-task policy is evaluated on                    [TASKS]
+#   CROSS_STEPS  its budget in updates                                                 [60]
+#   ABL_TASK, ABL_VARIANTS, ABL_SEEDS   the ablations [first of TASKS;
+#                no_duration_weights no_instrumentation; SEEDS]; "full" is the per-task run
+#   OUT          runs: OUT/<task>/seed<k>/{before.*,rl/,after.*}, OUT/cross/seed<k>/,
+#                OUT/ablations/                                          [runs/cpu_demo]
 #   REPORT       the markdown report                     [experiments/results/cpu_demo.md]
-#   WARM_FLAGS   flags for launch/warm_start.sh ["--eval_samples=0 --report_dir=OUT/warm_start":
-#                we evaluate here, and experiments/results/warm_start.md stays as it is]
+#   WARM_FLAGS   flags for launch/warm_start.sh ["--eval_samples=0 --report_dir=OUT/warm_start"]
 #   EXTRA_FLAGS  more flags for run.py AND evaluate.py;  EVAL_FLAGS  evaluate.py only
 #   FORCE=1      redo steps whose output exists (by default a restarted demo skips them)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -25,24 +33,30 @@ cpu_only
 
 FORCE="${FORCE:-0}"
 parse_dry_run "$@"
-TASKS="${TASKS:-tabular-synth,docstring-authorship,breast-cancer-diagnosis,penguin-island}"
+HELDOUT="heldout-pima-diabetes,heldout-glass-type,heldout-school-scores,heldout-cpu-performance"
+TASKS="${TASKS:-$HELDOUT}"
+SEEDS="${SEEDS:-0 1 2}"
+STEPS="${STEPS:-30}"
 WALL="${WALL:-1800}"
-STEPS="${STEPS:-100000}"
 N="${N:-32}"
-SEED="${SEED:-0}"
-ABL_TASK="${ABL_TASK:-tabular-synth}"
-ABL_VARIANTS="${ABL_VARIANTS:-full no_duration_weights no_instrumentation}"
-ABL_SEEDS="${ABL_SEEDS:-0 1 2}"
-ABL_WALL="${ABL_WALL:-1200}"
+POLICY="${POLICY:-default}"
 OUT="${OUT:-runs/cpu_demo}"
+TASK_DIR="${TASK_DIR:-$OUT/heldout_tasks}"
+CROSS_TRAIN="${CROSS_TRAIN:-16}"
+CROSS_EVAL="${CROSS_EVAL:-$TASKS}"
+CROSS_STEPS="${CROSS_STEPS:-60}"
+IFS=',' read -r -a tasks <<< "$TASKS"
+ABL_TASK="${ABL_TASK:-${tasks[0]}}"
+ABL_VARIANTS="${ABL_VARIANTS:-no_duration_weights no_instrumentation}"
+ABL_SEEDS="${ABL_SEEDS:-$SEEDS}"
 REPORT="${REPORT:-experiments/results/cpu_demo.md}"
 WARM_FLAGS="${WARM_FLAGS:---eval_samples=0 --report_dir=$OUT/warm_start}"
 EXTRA_FLAGS="${EXTRA_FLAGS:-}"
 EVAL_FLAGS="${EVAL_FLAGS:-}"
 read -r -a warm <<< "$WARM_FLAGS"
-read -r -a extra <<< "$EXTRA_FLAGS"
+read -r -a extra <<< "--task_dir=$TASK_DIR $EXTRA_FLAGS"
 read -r -a evalx <<< "$EVAL_FLAGS"
-IFS=',' read -r -a tasks <<< "$TASKS"
+IFS=',' read -r -a cross_eval <<< "$CROSS_EVAL"
 
 undefok=""
 for f in "${extra[@]}"; do
@@ -65,52 +79,87 @@ step_once() {   # step_once OUTPUT LOG CMD...: run CMD unless OUTPUT exists (FOR
   run "$@"
 }
 
+evaluate() {   # evaluate POLICY TASKS SEED PREFIX
+  step_once "$4.json" "$4.log" "$PY" experiments/evaluate.py "--seed=$3" \
+    ${undefok:+"--undefok=$undefok"} "${extra[@]}" "${evalx[@]}" "--tasks=$2" "--n=$N" \
+    "--policy_dir=$1" "--out=$4"
+}
+
+train() {   # train TASKS SEED STEPS WORKDIR
+  step_once "$4/summary.json" "$4.log" "$PY" experiments/run.py \
+    --flagfile=experiments/tabular.flags "--tasks=$1" "--seed=$2" "--max_steps=$3" \
+    "--max_wall_s=$WALL" "--policy_dir=$POLICY" "${extra[@]}" "--workdir=$4"
+}
+
+n_seeds=$(wc -w <<< "$SEEDS")
 n_abl=$(( $(wc -w <<< "$ABL_VARIANTS") * $(wc -w <<< "$ABL_SEEDS") ))
-echo "[cpu_demo] plan: warm start (~20 min), then ${#tasks[@]} tasks x (best-of-$N, RL" \
-     "$WALL s, best-of-$N), then $n_abl ablation runs x $ABL_WALL s on $ABL_TASK;" \
-     "at least $(( (1200 + ${#tasks[@]} * WALL + n_abl * ABL_WALL) / 60 )) min of" \
-     "training before evaluations. Runs: $OUT; report: $REPORT"
+echo "[cpu_demo] plan: warm start (~30 min), then ${#tasks[@]} tasks x $n_seeds seeds x" \
+     "(best-of-$N, RL $STEPS updates, best-of-$N), a cross-task run per seed on $CROSS_TRAIN" \
+     "procedural tasks ($CROSS_STEPS updates), $n_abl ablation runs on $ABL_TASK." \
+     "Runs: $OUT; report: $REPORT"
 if [[ "$DRY_RUN" != 1 ]]; then
   mkdir -p "$OUT"
-  printf '{"tasks": [%s], "n": %s, "wall_s": %s, "machine": "%s CPU cores, %s"}\n' \
-    "$(printf '"%s",' "${tasks[@]}" | sed 's/,$//')" "$N" "$WALL" "$(nproc)" "$(uname -sm)" \
+  printf '{"tasks": [%s], "seeds": [%s], "n": %s, "steps": %s, "wall_s": %s, "cross_train": %s, "cross_steps": %s, "machine": "%s CPU cores, %s"}\n' \
+    "$(printf '"%s",' "${tasks[@]}" | sed 's/,$//')" "$(sed 's/ /, /g' <<< "$SEEDS")" "$N" \
+    "$STEPS" "$WALL" "$CROSS_TRAIN" "$CROSS_STEPS" "$(nproc)" "$(uname -sm)" \
     > "$OUT/cpu_demo.json"
 fi
 
 echo "[cpu_demo] 1. the default policy (warm start; reused when current)"
 run "$OUT/warm_start.log" bash launch/warm_start.sh "${warm[@]}"
+echo "[cpu_demo] 2. the held-out tasks (never seen by the warm start) into $TASK_DIR"
+step_once "$TASK_DIR/heldout-cpu-performance/task.json" "$OUT/heldout.log" \
+  "$PY" -m mle_rl.env.procedural.heldout "$TASK_DIR"
 
-step=2
+step=3
 for t in "${tasks[@]}"; do
-  d="$OUT/$t"
-  evbase=("$PY" experiments/evaluate.py "--seed=$SEED" ${undefok:+"--undefok=$undefok"}
-          "${extra[@]}" "${evalx[@]}" "--tasks=$t" "--n=$N")
-  echo "[cpu_demo] $step. $t: best-of-$N of the SFT policy, RL for $WALL s, best-of-$N after"
-  step_once "$d/before.json" "$d/before.log" "${evbase[@]}" --policy_dir=default \
-    "--out=$d/before"
-  step_once "$d/rl/summary.json" "$d/train.log" "$PY" experiments/run.py --flagfile=experiments/tabular.flags \
-    "--tasks=$t" "--seed=$SEED" "--max_steps=$STEPS" "--max_wall_s=$WALL" "${extra[@]}" \
-    "--workdir=$d/rl"
-  step_once "$d/after.json" "$d/after.log" "${evbase[@]}" "--policy_dir=$d/rl/policy" "--out=$d/after"
+  echo "[cpu_demo] $step. $t: per seed, best-of-$N of the SFT policy, RL for $STEPS updates," \
+       "best-of-$N after"
+  for s in $SEEDS; do
+    d="$OUT/$t/seed$s"
+    evaluate "$POLICY" "$t" "$s" "$d/before"
+    train "$t" "$s" "$STEPS" "$d/rl"
+    evaluate "$d/rl/policy" "$t" "$s" "$d/after"
+  done
   step=$((step + 1))
 done
 
-# The ablations' "full" run with the demo's seed is the same command as the demo's own RL run
-# on that task when the budgets match: link that run and its evaluation instead of redoing it.
-if [[ "$DRY_RUN" != 1 && ",$TASKS," == *",$ABL_TASK,"* && "$ABL_WALL" == "$WALL" \
-      && " $ABL_SEEDS " == *" $SEED "* && " $ABL_VARIANTS " == *" full "* \
-      && -e "$OUT/$ABL_TASK/rl/summary.json" && -e "$OUT/$ABL_TASK/after.json" ]]; then
-  full="$OUT/ablations/full/seed$SEED"
-  src="$(cd "$OUT/$ABL_TASK" && pwd)"
-  mkdir -p "$full"
-  ln -sfn "$src/rl" "$full/run"
-  ln -sf "$src/after.json" "$full/eval.json"
-  echo "[cpu_demo] ablation full/seed$SEED is the RL run of $ABL_TASK above (linked, not rerun)"
+if [[ "$CROSS_TRAIN" -gt 0 ]]; then
+  echo "[cpu_demo] $step. cross-task RL: $CROSS_TRAIN procedural tasks, $CROSS_STEPS updates;" \
+       "best-of-$N on $CROSS_EVAL"
+  if [[ "$DRY_RUN" == 1 ]]; then
+    cross_tasks="<the first $CROSS_TRAIN procedural tasks>"
+  else
+    cross_tasks=$("$PY" -m mle_rl.env.procedural.generate "$CROSS_TRAIN" | paste -sd, -)
+  fi
+  for s in $SEEDS; do
+    d="$OUT/cross/seed$s"
+    train "$cross_tasks" "$s" "$CROSS_STEPS" "$d/rl"
+    for t in "${cross_eval[@]}"; do
+      evaluate "$d/rl/policy" "$t" "$s" "$d/after_$t"
+      # the SFT side of the comparison: the per-task run's, or its own
+      if [[ ! -e "$OUT/$t/seed$s/before.json" ]]; then evaluate "$POLICY" "$t" "$s" "$d/before_$t"; fi
+    done
+  done
+  step=$((step + 1))
 fi
-echo "[cpu_demo] $step. ablations on $ABL_TASK: $ABL_VARIANTS; seeds $ABL_SEEDS; $ABL_WALL s each"
-TASK="$ABL_TASK" FLAGFILE=experiments/tabular.flags VARIANTS="$ABL_VARIANTS" \
-  SEEDS="$ABL_SEEDS" STEPS="$STEPS" WALL="$ABL_WALL" N="$N" OUT="$OUT/ablations" \
-  EXTRA_FLAGS="$EXTRA_FLAGS" EVAL_FLAGS="$EVAL_FLAGS" DRY_RUN="$DRY_RUN" \
+
+# The ablations' "full" runs are the per-task runs of ABL_TASK (same command): linked.
+if [[ "$DRY_RUN" != 1 ]]; then
+  for s in $ABL_SEEDS; do
+    src="$OUT/$ABL_TASK/seed$s"
+    if [[ -e "$src/rl/summary.json" && -e "$src/after.json" ]]; then
+      full="$OUT/ablations/full/seed$s"
+      mkdir -p "$full"
+      ln -sfn "$(cd "$src" && pwd)/rl" "$full/run"
+      ln -sf "$(cd "$src" && pwd)/after.json" "$full/eval.json"
+    fi
+  done
+fi
+echo "[cpu_demo] $step. ablations on $ABL_TASK: $ABL_VARIANTS; seeds $ABL_SEEDS; $STEPS updates each"
+BASE_CKPT="$POLICY" TASK="$ABL_TASK" FLAGFILE=experiments/tabular.flags VARIANTS="$ABL_VARIANTS" \
+  SEEDS="$ABL_SEEDS" STEPS="$STEPS" WALL="$WALL" N="$N" OUT="$OUT/ablations" \
+  EXTRA_FLAGS="${extra[*]}" EVAL_FLAGS="$EVAL_FLAGS" DRY_RUN="$DRY_RUN" \
   bash launch/ablations.sh || echo "[cpu_demo] some ablation runs failed (see their logs)"
 
 echo "[cpu_demo] $((step + 1)). the report"

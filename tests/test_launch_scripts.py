@@ -204,30 +204,33 @@ def test_ablations_end_to_end_on_the_standin(standin, tmp_path):
 
 
 def test_cpu_demo_dry_run_prints_the_plan_and_runs_nothing(tmp_path):
-    from mle_rl.env.builtin import SPECS as BUILTIN_SPECS
     out, rep = tmp_path / "demo", tmp_path / "cpu_demo.md"
-    p = _script("cpu_demo.sh", {"OUT": out, "REPORT": rep}, tmp_path / "cache",
+    p = _script("cpu_demo.sh", {"OUT": out, "REPORT": rep, "SEEDS": "0 1"}, tmp_path / "cache",
                 args=["--dry-run"])
     assert p.returncode == 0, p.stderr[-2000:]
     assert not out.exists() and not rep.exists()
     cmds = [l[2:] for l in p.stdout.splitlines() if l.startswith("+ ")]
     assert cmds[0].startswith("bash launch/warm_start.sh")
-    trained = [re.search(r"--tasks=(\S+)", c).group(1) for c in cmds if "run.py" in c
-               and "/ablations/" not in c]
-    assert len(trained) >= 4
-    kinds = {BUILTIN_SPECS[t].modality for t in trained}
-    assert "tabular-synth" in trained and "text" in kinds
-    for t in trained:
-        mine = [c for c in cmds if f"--tasks={t} " in c + " " and "/ablations/" not in c]
-        assert "--policy_dir=default" in mine[0] and "--n=32" in mine[0]   # before: SFT policy
-        assert "run.py" in mine[1] and "--max_wall_s=" in mine[1]
-        assert f"--policy_dir={out}/{t}/rl/policy" in mine[2] and "--n=32" in mine[2]
+    assert "mle_rl.env.procedural.heldout" in cmds[1]
+    per_task = [c for c in cmds if "/cross/" not in c and "/ablations/" not in c]
+    trained = [re.search(r"--tasks=(\S+)", c).group(1) for c in per_task if "run.py" in c]
+    assert len(trained) == 8 and all(t.startswith("heldout-") for t in trained)  # 4 x 2 seeds
+    for t in set(trained):
+        for s in (0, 1):
+            mine = [c for c in per_task if f"--tasks={t} " in c + " " and f"--seed={s} " in c]
+            assert "--policy_dir=default" in mine[0] and "--n=32" in mine[0]  # SFT, seed s
+            assert "run.py" in mine[1] and "--max_steps=30" in mine[1]
+            assert f"--policy_dir={out}/{t}/seed{s}/rl/policy" in mine[2] and "--n=32" in mine[2]
+            assert all(f"--task_dir={out}/heldout_tasks" in c for c in mine)
+    cross = [c for c in cmds if "/cross/" in c and "run.py" in c]
+    assert len(cross) == 2 and all("--max_steps=60" in c for c in cross)
+    assert sum("evaluate.py" in c and "/cross/seed0/after_" in c for c in cmds) == 4
     abl = [c for c in cmds if "run.py" in c and "/ablations/" in c]
-    assert all("--tasks=tabular-synth" in c for c in abl)
+    assert len(abl) == 4 and all("--tasks=heldout-pima-diabetes" in c for c in abl)
     assert any("--duration_weights=false" in c for c in abl)
     assert any("--instrument=none" in c for c in abl)
     assert "report.py cpu_demo" in cmds[-1] and f"--out={rep}" in cmds[-1]
-    env_run = _script("cpu_demo.sh", {"OUT": out, "REPORT": rep, "DRY_RUN": 1},
+    env_run = _script("cpu_demo.sh", {"OUT": out, "REPORT": rep, "DRY_RUN": 1, "SEEDS": "0 1"},
                       tmp_path / "cache")
     assert env_run.returncode == 0 and env_run.stdout == p.stdout
 
@@ -264,34 +267,55 @@ def test_ablation_table_mean_std_and_direction_aware_delta(tmp_path, lower):
     assert nodw[7] == "linear 75%"
 
 
+def _fake_eval(path: pathlib.Path, task, best, lower=False, n=32, valid=32, base=None):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({task: {
+        "metric": "log_loss" if lower else "auc", "is_lower_better": lower, "n": n,
+        "valid": valid if best is not None else 0, "best": best, "families": {},
+        "sample_submission_score": base}}))
+
+
 def test_family_phases_and_cpu_demo_report(tmp_path):
-    d = tmp_path / "runs" / "tabular-synth"
+    runs = tmp_path / "runs"
     steps = [{"linear": 0.5, "random_forest": 0.5}] * 3 + [{"linear": 1.0}] * 3
-    _fake_run(d, "tabular-synth", 0.9, steps)
-    (d / "run").rename(d / "rl")
-    (d / "eval.json").rename(d / "after.json")
-    (d / "before.json").write_text(json.dumps({"tabular-synth": {
-        "metric": "auc", "is_lower_better": False, "n": 32, "valid": 0, "best": None}}))
-    (d / "rl" / "reward_curve.png").write_bytes(b"\x89PNG")
-    labels, share = report.family_phases(d / "rl")
+    for k, (before, after) in enumerate(((0.80, 0.85), (0.82, 0.81), (None, 0.9))):
+        d = runs / "t-auc" / f"seed{k}"
+        _fake_run(d, "t-auc", None, steps)
+        (d / "run").rename(d / "rl")
+        _fake_eval(d / "before.json", "t-auc", before, base=0.5)
+        _fake_eval(d / "after.json", "t-auc", after, base=0.5)
+    for k, (before, after) in enumerate(((0.5, 0.6), (0.5, 0.55))):   # lower is better
+        d = runs / "t-loss" / f"seed{k}"
+        _fake_eval(d / "before.json", "t-loss", before, lower=True)
+        _fake_eval(d / "after.json", "t-loss", after, lower=True)
+    for k, cross in enumerate((0.86, 0.84)):
+        _fake_eval(runs / "cross" / f"seed{k}" / "after_t-auc.json", "t-auc", cross)
+    (runs / "t-auc" / "seed0" / "rl" / "reward_curve.png").write_bytes(b"\x89PNG")
+    labels, share = report.family_phases(runs / "t-auc" / "seed0" / "rl")
     assert labels == ["steps 1-2", "steps 3-4", "steps 5-6"]
     assert share["linear"] == [0.5, 0.75, 1.0] and share["random_forest"] == [0.5, 0.25, 0.0]
+    (runs / "cpu_demo.json").write_text(json.dumps(
+        {"tasks": ["t-auc", "t-loss"], "seeds": [0, 1, 2], "n": 32, "steps": 30,
+         "machine": "test"}))
     rep = tmp_path / "results" / "cpu_demo.md"
-    assert report.main(["cpu_demo", f"--out_dir={tmp_path / 'runs'}", f"--out={rep}"]) == 0
+    assert report.main(["cpu_demo", f"--out_dir={runs}", f"--out={rep}"]) == 0
     md = rep.read_text()
-    row = _row(md, "tabular-synth")
-    assert row[2] == "no valid submission (0/32 valid)" and row[3] == "0.9000"
-    assert "](../runs/tabular-synth/rl/reward_curve.png)" in md
+    row = _row(md, "t-auc")
+    assert row[2] == "0.5000" and row[3] == "0.8100 ± 0.0141" and row[4] == "0.8533 ± 0.0451"
+    assert row[5] == "2/3"                       # seed 2: no valid SFT submission, RL valid
+    assert row[6] == "64/96" and row[7] == "96/96" and row[8] == "6, 6, 6"
+    loss = _row(md, "t-loss")
+    assert loss[5] == "0/2" and loss[8] == "—"
+    assert "better than the SFT policy's on 1 of 2 tasks" in md
+    cross = [l for l in md.splitlines() if l.startswith("| t-auc |")][1].split(" | ")
+    assert cross[2] == "0.8100 ± 0.0141" and cross[3] == "0.8500 ± 0.0141" and cross[4] == "2/2"
     assert "| linear | 50% | 75% | 100% |" in md
-    # A real demo's directory (it has cpu_demo.json): the report keeps the small result
-    # files beside itself and links the kept curve, since runs/ is not committed.
-    (tmp_path / "runs" / "cpu_demo.json").write_text(json.dumps(
-        {"tasks": ["tabular-synth"], "n": 32, "wall_s": 900, "machine": "test"}))
-    assert report.main(["cpu_demo", f"--out_dir={tmp_path / 'runs'}", f"--out={rep}"]) == 0
-    kept = tmp_path / "results" / "cpu_demo_files" / "tabular-synth"
-    for rel in ("before.json", "after.json", "rl/metrics.jsonl", "rl/reward_curve.png"):
+    kept = tmp_path / "results" / "cpu_demo_files"
+    for rel in ("t-auc/seed0/before.json", "t-auc/seed1/after.json",
+                "t-auc/seed0/rl/metrics.jsonl", "t-auc/seed0/rl/reward_curve.png",
+                "cross/seed1/after_t-auc.json"):
         assert (kept / rel).is_file(), rel
-    assert "](cpu_demo_files/tabular-synth/rl/reward_curve.png)" in rep.read_text()
+    assert "](cpu_demo_files/t-auc/seed0/rl/reward_curve.png)" in md
 
 
 # ----------------------------------------------------------------------------- accelerator_check

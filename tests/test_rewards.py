@@ -30,6 +30,30 @@ def test_rl4mle_any_valid_beats_any_failure():
     assert worst_valid > best_failure
 
 
+def test_rl4mle_scale_divides_valid_scores_only():
+    assert rewards.rl4mle("ok", 55.0, True, 0, scale=77.0) == pytest.approx(-55.0 / 77.0)
+    assert rewards.rl4mle("error", None, True, 3, scale=77.0) == pytest.approx(-9.7)
+    assert rewards.compute_reward("rl4mle", status="ok", score=30.0, is_lower_better=True,
+                                  score_scale=60.0) == pytest.approx(-0.5)
+
+
+def test_score_scale_puts_an_rmse_task_on_the_paper_scale():
+    """Diabetes progression is scored in the target's units (RMSE ~ 55-80): divided by the
+    sample submission's RMSE, its own sample earns -1 and beats any failure; a metric with
+    its own scale (AUC) is left alone."""
+    from mle_rl.env import action, tasks
+    from mle_rl.env.graders import grade_submission
+
+    task = tasks.get_task("diabetes-progression")
+    scale = action.score_scale(task)
+    sample = grade_submission(task, task.public_dir / "sample_submission.csv")["score"]
+    assert scale == pytest.approx(sample) and scale > 10
+    assert rewards.rl4mle("ok", sample, True, 0, scale=scale) == pytest.approx(-1.0)
+    assert rewards.rl4mle("ok", 2 * sample, True, 0, scale=scale) > rewards.rl4mle(
+        "error", None, True, 7)
+    assert action.score_scale(tasks.get_task("breast-cancer-diagnosis")) == 1.0
+
+
 def sig(x):
     return 1 / (1 + math.exp(-x))
 

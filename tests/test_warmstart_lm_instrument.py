@@ -90,10 +90,10 @@ def test_actor_work_reports_who_instrumented_each_program(tmp_path):
     turns that into `lm_instrument_accept_frac`."""
     from mle_rl.agent import actor_process as ap
     from mle_rl.agent.actors import ActionRequest
-    from mle_rl.warmstart import action_pool, programs
+    from mle_rl.warmstart import generic
 
-    combo = action_pool.choose_combos("tabular", "binary", 1)[0]
-    plan, code = programs.render("breast-cancer-diagnosis", combo)
+    plan, code = generic.render(generic.Choice("auc", "random_forest", 2, 2, "median_scale",
+                                               "holdout"))
     response = f"{plan}\n\n```python\n{code}```"
     kinds = []
     for answer in (lmi.reference_answer, lambda code: "after 999: print(1)\n"):

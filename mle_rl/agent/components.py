@@ -84,9 +84,18 @@ def sample_mesh(mesh):
 def make_prompt_source(cfg: RunConfig, tasks: dict, archive: Archive, count_tokens,
                        policy_dir: Optional[pathlib.Path]):
     """`--prompt_source`: the tasks' own solve/improve prompts, the warm start's expert
-    states (`expert_states`, from `policy_dir/states.jsonl`), or a mix of both."""
+    states (`expert_states`, from `policy_dir/states.jsonl`), or a mix of both. A
+    warm-start policy's prompts are fitted to the lengths it was fine-tuned on (capped by
+    --max_prompt_tokens), as in evaluation: it reads longer ones badly."""
+    from mle_rl.warmstart.states import trained_prompt_budgets
+
+    limit = cfg.sampling.max_prompt_tokens
+    trained = trained_prompt_budgets(policy_dir) or {}
+    solve_tokens = min(limit, trained.get("solve", limit))
+    improve_tokens = min(limit, trained.get("improve", limit))
     own = TaskPromptSource(tasks, archive, self_improve=cfg.env.self_improve,
-                           max_tokens=cfg.sampling.max_prompt_tokens, count_tokens=count_tokens)
+                           max_tokens=solve_tokens, improve_tokens=improve_tokens,
+                           count_tokens=count_tokens)
     if cfg.env.prompt_source == "tasks":
         return own
     if policy_dir is None:
@@ -96,8 +105,7 @@ def make_prompt_source(cfg: RunConfig, tasks: dict, archive: Archive, count_toke
     try:
         expert = ExpertPrompts(ExpertStatesSource(
             policy_dir, task_ids=tuple(tasks), count_tokens=count_tokens,
-            solve_tokens=cfg.sampling.max_prompt_tokens,
-            improve_tokens=cfg.sampling.max_prompt_tokens,
+            solve_tokens=solve_tokens, improve_tokens=improve_tokens,
             mlebench_dir=cfg.env.mlebench_dir, cache_dir=cfg.env.cache_dir,
             task_dir=cfg.env.task_dir))
     except (FileNotFoundError, ValueError) as e:

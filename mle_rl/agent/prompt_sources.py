@@ -71,13 +71,15 @@ class Archive:
 
 
 class TaskPromptSource:
-    """Solve prompts, and improve prompts built from the archive (fraction `self_improve`)."""
+    """Solve prompts, and improve prompts built from the archive (fraction `self_improve`),
+    fitted to `max_tokens`, or to `improve_tokens` for improve prompts when given."""
 
     def __init__(self, tasks: dict, archive: Archive, *, self_improve: float, max_tokens: int,
-                 count_tokens: Callable[[str], int]):
+                 count_tokens: Callable[[str], int], improve_tokens: Optional[int] = None):
         self.tasks, self.archive = tasks, archive
         self.self_improve = self_improve
         self.max_tokens, self.count_tokens = max_tokens, count_tokens
+        self.improve_tokens = improve_tokens or max_tokens
         self._solve_cache: dict = {}
 
     def sample(self, rng: np.random.Generator) -> Prompt:
@@ -90,7 +92,7 @@ class TaskPromptSource:
                     task, max_tokens=self.max_tokens, count_tokens=self.count_tokens)
             return Prompt(task_id, self._solve_cache[task_id], "solve")
         text = env_prompts.improve_prompt(task, prev["plan"], prev["code"], prev["output"],
-                                          max_tokens=self.max_tokens,
+                                          max_tokens=self.improve_tokens,
                                           count_tokens=self.count_tokens)
         return Prompt(task_id, text, "improve", prev_score=prev["score"], prev_code=prev["code"])
 

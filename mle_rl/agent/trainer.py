@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import signal
 import time
 from collections import Counter
@@ -386,6 +387,7 @@ class Trainer:
             return {"updates": self.step, "process": self.proc, "stopped_by": self._stop}
         # The sampler's copy is the whole current policy on this host's devices.
         hf.save(self.sampler_policy, self.workdir / "policy", tokenizer=self._hf_tokenizer())
+        self._copy_lineage(self.workdir / "policy")
         metrics_file = self.workdir / "metrics.jsonl"
         if metrics_file.exists():
             metrics_log.plot_reward_curve(metrics_file, self.workdir / "reward_curve.png")
@@ -401,6 +403,17 @@ class Trainer:
         if metrics_file.exists():
             self.log(metrics_log.summarize(metrics_file))
         return summary
+
+    def _copy_lineage(self, dest: pathlib.Path) -> None:
+        """A warm-start policy's `warmstart.json` (the prompt lengths it was fine-tuned on,
+        which the trainer kept to, so evaluation fits its prompts the same way) and its
+        states pool go along with the trained policy."""
+        if self.policy_dir is None:
+            return
+        for name in ("warmstart.json", "states.jsonl"):
+            src = pathlib.Path(self.policy_dir) / name
+            if src.is_file():
+                shutil.copyfile(src, dest / name)
 
     def _hf_tokenizer(self):
         return None if isinstance(self.tokenizer, policy.ByteTokenizer) else self.tokenizer

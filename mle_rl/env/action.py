@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import logging
+import math
 import pathlib
 import shutil
 import tempfile
@@ -27,12 +28,44 @@ log = logging.getLogger(__name__)
 SUBMISSION = "submission.csv"
 
 
+# Metrics in the units of the target: rl4mle divides their scores by `score_scale`.
+UNSCALED_METRICS = ("rmse", "mae", "mcrmse")
+_SCALES: dict = {}
+
+
+def score_scale(task: Task) -> float:
+    """rl4mle's divisor for `task`'s scores: for a metric in the target's own units
+    (`UNSCALED_METRICS`), the score of the task's public sample submission (an uninformed
+    prediction: training mean or median), so rewards have the same scale on every task;
+    1 for every other metric, and when that file is missing or not gradable. Cached per
+    task directory."""
+    if task.metric not in UNSCALED_METRICS:
+        return 1.0
+    key = (task.id, str(task.public_dir))
+    if key not in _SCALES:
+        from mle_rl.env import graders
+
+        scale = 1.0
+        path = task.public_dir / "sample_submission.csv"
+        if path.is_file():
+            try:
+                report = graders.grade_submission(task, path)
+                if report["valid_submission"] and math.isfinite(report["score"]) \
+                        and report["score"] > 0:
+                    scale = float(report["score"])
+            except (OSError, ValueError):
+                pass
+        _SCALES[key] = scale
+    return _SCALES[key]
+
+
 def _reward(scheme: str, task: Task, status: str, score, n_hits: int, prev_score,
             changed: bool) -> float:
     return rewards.compute_reward(scheme, status=status, score=score,
                                   is_lower_better=task.is_lower_better, n_hits=n_hits,
                                   prev_score=prev_score, alpha=task.reward_scale,
-                                  changed=changed)
+                                  changed=changed,
+                                  score_scale=score_scale(task) if scheme == "rl4mle" else 1.0)
 
 
 def _same_program(a: Optional[str], b: str) -> bool:

@@ -33,8 +33,25 @@ def model_families(code: str) -> tuple:
     return tuple(sorted(k for k, rx in _COMPILED.items() if rx.search(code)))
 
 
+# A program may say which family it is, on a line of its own: `# model family: <name>`
+# (the warm start's task-generic programs do, since one of them names a classifier and a
+# regressor, possibly of two families, and picks at run time). Action-pool names map here.
+_DECLARED = re.compile(r"^# model family: (\w+)$", re.M)
+_ALIASES = {"hist_gb": "gradient_boosting"}
+
+
+def declared_family(code: str):
+    """The family a `# model family: <name>` line declares (one such line), else None."""
+    found = _DECLARED.findall(code or "")
+    return _ALIASES.get(found[0], found[0]) if len(found) == 1 else None
+
+
 def primary_family(code: str) -> str:
-    """One label per program: its family, 'ensemble' for several, 'none' for none."""
+    """One label per program: its declared family, else its family, 'ensemble' for
+    several, 'none' for none."""
+    declared = declared_family(code)
+    if declared:
+        return declared
     fams = model_families(code)
     if not fams:
         return "none"

@@ -9,7 +9,11 @@ fails to produce a submission, and an unusable file earns nothing more than a mi
 one. A valid submission gets the grader's score, sign-flipped when lower is better, and
 no print bonus: every valid run reached the steps, so the bonus would only shift all
 valid runs by the same ~0.7 and could be farmed by printing, not by a better model.
-Any valid submission (score about -1..1) therefore beats any failure.
+Any valid submission (score about -1..1) therefore beats any failure. Metrics without a
+fixed scale (RMSE, MAE, MCRMSE: a house price's RMSE is in the thousands) would break
+that, so their score is divided by `scale`, the sample submission's own score
+(`action.score_scale`): a valid submission then earns about -1 (no better than the
+sample) .. 0 (perfect), whatever the units. The paper's tasks are unaffected (scale 1).
 
 `mlagent` (ML-Agent's agentic-ML reward module): error or bad format -> 0; a corner case
 (time limit, out of memory, or a valid action that changes nothing) -> 0.5; a successful
@@ -34,10 +38,12 @@ def _signed(score: float, is_lower_better: bool) -> float:
 
 
 def rl4mle(status: str, score: Optional[float], is_lower_better: bool, n_hits: int, *,
-           failure: float = FAILURE_REWARD, per_hit: float = PER_HIT) -> float:
-    """Reward of RL for MLE agents: signed score if graded, else failure + per_hit*hits."""
+           failure: float = FAILURE_REWARD, per_hit: float = PER_HIT,
+           scale: float = 1.0) -> float:
+    """Reward of RL for MLE agents: signed score / scale if graded, else failure +
+    per_hit*hits."""
     if status == "ok" and score is not None and math.isfinite(score):
-        return _signed(score, is_lower_better)
+        return _signed(score, is_lower_better) / float(scale)
     return float(failure) + float(per_hit) * int(n_hits)
 
 
@@ -67,10 +73,10 @@ REWARDS = {"rl4mle": rl4mle, "mlagent": mlagent}
 
 def compute_reward(scheme: str, *, status: str, score: Optional[float], is_lower_better: bool,
                    n_hits: int = 0, prev_score: Optional[float] = None, alpha: float = 1.0,
-                   changed: bool = True) -> float:
+                   changed: bool = True, score_scale: float = 1.0) -> float:
     """Dispatches to `REWARDS[scheme]` with the arguments that scheme uses."""
     if scheme == "rl4mle":
-        return rl4mle(status, score, is_lower_better, n_hits)
+        return rl4mle(status, score, is_lower_better, n_hits, scale=score_scale)
     if scheme == "mlagent":
         return mlagent(status, score, prev_score, is_lower_better, alpha, changed=changed)
     raise ValueError(f"Unknown reward scheme {scheme!r}; use one of {sorted(REWARDS)}.")

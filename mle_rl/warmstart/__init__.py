@@ -1,9 +1,13 @@
 """The warm start (ML-Agent): the default CPU policy built from nothing.
 
+    generic.py       task-generic tabular programs: one paragraph per decision (metric,
+                     target transform, model family, capacity, regularization, features,
+                     validation); valid on any table, tasks never seen included
     action_pool.py   strategies on the data / model / learning axes; farthest-point combos
-    programs.py      combos -> (plan, program) per built-in task; programs_span.py: the
-                     span task's own program skeleton
-    corpus.py        expert trajectories: run in the sandbox; solve / improve /
+    programs.py      combos -> (plan, program) for the image, text and span built-ins;
+                     programs_span.py: the span task's own program skeleton
+    corpus.py        expert trajectories on the built-ins and on procedural tasks
+                     (env/procedural): run in the sandbox; solve / improve /
                      instrumentation examples; the states pool for step-wise RL
     tokenizer.py     byte-level BPE (AutoTokenizer-loadable, Qwen2 chat format)
     sft_data.py      examples -> prompts exactly as the environment asks -> batches

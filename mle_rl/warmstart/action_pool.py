@@ -1,15 +1,17 @@
 """The action pool (ML-Agent, "exploration-enriched fine-tuning"): strategies on three axes.
 
-* data: how the inputs become features (imputation, scaling, encoding, feature
-  engineering, TF-IDF / character n-grams for text, pixel features / PCA for images);
+* data: how the inputs become features (TF-IDF / character n-grams for text, pixel
+  features / PCA for images, word shapes for spans);
 * model: the model family (linear, k-NN, naive Bayes, SVM, random forest, extra trees,
   histogram gradient boosting, MLP);
 * learning: how it is validated and tuned (hold-out, k-fold, a small grid search, early
   stopping, a blend with a second model).
 
 A `Combo` is one strategy per axis; `programs.render(task, combo)` turns it into a plan
-sentence and a program. `choose_combos` picks combinations by farthest-point sampling over
-the one-hot strategy vectors, so a few programs already cover many families and ideas.
+sentence and a program for the built-in image, text and span tasks (tables have their own,
+finer decisions: `generic.py`). `choose_combos` picks combinations by farthest-point
+sampling over the one-hot strategy vectors, so a few programs already cover many families
+and ideas.
 """
 
 from __future__ import annotations
@@ -36,16 +38,6 @@ class Strategy:
 
 
 DATA = (
-    Strategy("data", "median_scale", "impute missing values with the median and standardize",
-             ("tabular",)),
-    Strategy("data", "quantile", "impute with the median and map each feature to a normal "
-             "distribution with a quantile transform", ("tabular",)),
-    Strategy("data", "rowstats", "impute, standardize and add row statistics (mean, std, min, "
-             "max) as extra features", ("tabular",)),
-    Strategy("data", "signed_log", "impute and apply a signed log transform to tame skewed "
-             "features, then standardize", ("tabular",)),
-    Strategy("data", "pca", "impute, standardize and keep the principal components that "
-             "explain 95% of the variance", ("tabular",)),
     Strategy("data", "word_tfidf", "TF-IDF of word unigrams and bigrams", ("text",)),
     Strategy("data", "char_tfidf", "TF-IDF of character 2-4 grams", ("text",)),
     Strategy("data", "word_char_tfidf", "word TF-IDF and character n-gram TF-IDF stacked",

@@ -1,7 +1,11 @@
 """Expert trajectories (ML-Agent, "exploration-enriched fine-tuning").
 
-For each task, `n_per_task` action-pool combinations (farthest-point, so diverse) are
-rendered into programs and really run in the sandbox with AST instrumentation. Each run is
+For each built-in task, `n_per_task` programs, and for each of `generated` procedural
+tasks (`env/procedural`: many tables, targets, metrics and wordings), `per_generated`
+programs are rendered and really run in the sandbox with AST instrumentation. Tables get
+task-generic programs whose decisions are drawn to spread over every value
+(`generic.sample_choices`); the image, text and span built-ins get action-pool
+combinations (farthest-point, so diverse) rendered by their own templates (`programs`). Each run is
 kept as a step: plan, code, output, score, Δt, status. The steps of a task, in order, form
 trajectories of `chain` steps; from them:
 
@@ -18,6 +22,7 @@ hash of the settings and of the program templates.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -28,7 +33,8 @@ from typing import Callable, Optional, Sequence
 
 from mle_rl.env import action, tasks
 from mle_rl.env.instrument import strip_nonces
-from mle_rl.warmstart import action_pool, lm_instrument, programs
+from mle_rl.env.procedural import generate as procedural
+from mle_rl.warmstart import action_pool, generic, lm_instrument, programs
 
 STEPS_FILE, STATES_FILE, STATS_FILE = "steps.jsonl", "states.jsonl", "corpus_stats.json"
 
@@ -37,48 +43,101 @@ STEPS_FILE, STATES_FILE, STATS_FILE = "steps.jsonl", "states.jsonl", "corpus_sta
 class CorpusSettings:
     task_ids: tuple
     n_per_task: int = 20
+    generated: int = 0                  # procedural tasks added to the corpus
+    per_generated: int = 2              # programs per procedural task
     chain: int = 3
     seed: int = 0
     timeout_s: Optional[float] = None   # per program; default the task's own limit
     workers: int = 2                    # programs run at once (each sandbox is 1-threaded)
 
-    def key(self) -> str:
-        src = b"".join(pathlib.Path(m.__file__).read_bytes() for m in (
-            action_pool, programs, lm_instrument)) + pathlib.Path(
-            programs.__file__).with_name("programs_span.py").read_bytes()
-        blob = json.dumps(dataclasses.asdict(self), sort_keys=True).encode() + src
-        return hashlib.sha256(blob).hexdigest()[:16]
+    def key(self, jobs) -> str:
+        """A hash of the settings and of what the corpus runs: every job's task, plan and
+        code (so moving template code around keeps the cache, and any change to a program
+        does not), and the AST instrumentation rules that shape each run's output."""
+        d = hashlib.sha256(json.dumps(dataclasses.asdict(self), sort_keys=True).encode())
+        for j in jobs:
+            d.update(json.dumps([j.task.id, j.plan, j.code]).encode())
+        d.update(pathlib.Path(lm_instrument.__file__).read_bytes())
+        d.update(pathlib.Path(action.__file__).with_name("instrument.py").read_bytes())
+        return d.hexdigest()[:16]
 
 
-def run_steps(settings: CorpusSettings, log: Callable = print, pool=None) -> list[dict]:
-    """Renders and executes the programs, `settings.workers` at a time; one dict per run
-    (see module docstring), in a fixed order whatever the timing."""
-    import concurrent.futures as cf
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One program to run: its task, plan, code, strategy key and model family."""
 
+    task: object
+    plan: str
+    code: str
+    key: str
+    family: str
+
+
+def _generic_jobs(task, n: int, rng: random.Random) -> list[Job]:
+    out = []
+    for c in generic.sample_choices(task.metric, n, rng, exclude=_too_slow(task)):
+        plan, code = generic.render(c)
+        out.append(Job(task, plan, code, c.key, c.family))
+    return out
+
+
+def _too_slow(task):
+    """Choices that would not finish within the task's limit on its largest tables (the
+    generic programs fit on at most 8000 rows; five folds of 400 trees on that many take
+    minutes on one core)."""
+    if task.id != "tabular-synth":
+        return None
+    return lambda c: c.validation == "kfold5" and c.family in (
+        "random_forest", "extra_trees") and c.capacity >= 4
+
+
+def generated_ids(settings: CorpusSettings, log: Callable = print) -> list:
+    """The procedural tasks of the corpus (written under the task cache when missing)."""
+    if settings.generated <= 0:
+        return []
+    return procedural.ensure(tasks.generated_dir(), settings.generated, seed=settings.seed,
+                             log=log)
+
+
+def plan_jobs(settings: CorpusSettings, log: Callable = print) -> list[Job]:
+    """Every program of the corpus, in a fixed order."""
+    rng = random.Random(settings.seed)
     jobs = []
     for task_id in settings.task_ids:
+        task = tasks.get_task(task_id)
         info = programs.TASK_INFO.get(task_id)
         if info is None:
-            raise ValueError(f"Task {task_id!r} has no program templates; the warm start knows "
-                             f"{', '.join(programs.TASK_INFO)}.")
-        task = tasks.get_task(task_id)
+            jobs += _generic_jobs(task, settings.n_per_task, rng)
+            continue
         combos = action_pool.choose_combos(info.modality, info.kind, settings.n_per_task,
                                            seed=settings.seed,
                                            exclude=lambda c, i=info: programs.skipped(i, c))
-        jobs += [(task, combo) for combo in combos]
+        for combo in combos:
+            plan, code = programs.render(task.id, combo)
+            jobs.append(Job(task, plan, code, combo.key, combo.model.name))
+    for task_id in generated_ids(settings, log):
+        jobs += _generic_jobs(tasks.get_task(task_id), settings.per_generated, rng)
+    return jobs
+
+
+def run_steps(settings: CorpusSettings, log: Callable = print, pool=None,
+              jobs: Optional[list] = None) -> list[dict]:
+    """Renders (or takes `jobs`) and executes the programs, `settings.workers` at a time;
+    one dict per run (see module docstring), in a fixed order whatever the timing."""
+    import concurrent.futures as cf
+
+    jobs = plan_jobs(settings, log) if jobs is None else jobs
     t0 = time.time()
     done = itertools.count(1)      # next() is atomic: safe from the worker threads
 
-    def run(job):
-        task, combo = job
-        plan, code = programs.render(task.id, combo)
-        res = action.run_code(task, code, plan=plan, pool=pool, instrumenter="ast",
-                              timeout_s=settings.timeout_s)
-        log(f"  corpus {next(done)}/{len(jobs)} {task.id} {combo.key}: {res.status} "
+    def run(job: Job):
+        res = action.run_code(job.task, job.code, plan=job.plan, pool=pool,
+                              instrumenter="ast", timeout_s=settings.timeout_s)
+        log(f"  corpus {next(done)}/{len(jobs)} {job.task.id} {job.key}: {res.status} "
             f"score={res.score if res.score is None else round(res.score, 4)} "
             f"({res.duration_s:.1f} s; {time.time() - t0:.0f} s elapsed)")
-        return {"task_id": task.id, "combo": combo.key, "family": combo.model.name,
-                "plan": plan, "code": code, "status": res.status,
+        return {"task_id": job.task.id, "combo": job.key, "family": job.family,
+                "plan": job.plan, "code": job.code, "status": res.status,
                 "score": res.score, "duration_s": round(res.duration_s, 3),
                 "hits": list(res.hits), "output": strip_nonces(res.stdout_tail),
                 "error": res.stderr_tail[-1500:] if res.status != "ok" else "",
@@ -88,9 +147,13 @@ def run_steps(settings: CorpusSettings, log: Callable = print, pool=None) -> lis
         return list(ex.map(run, jobs))
 
 
+@functools.lru_cache(maxsize=None)
+def _lower_is_better(task_id: str) -> bool:
+    return tasks.get_task(task_id).is_lower_better
+
+
 def _better(task_id: str, a: float, b: float) -> bool:
-    lower = tasks.get_task(task_id).is_lower_better
-    return b < a if lower else b > a
+    return b < a if _lower_is_better(task_id) else b > a
 
 
 def trajectories(steps: Sequence[dict], chain: int) -> list[list[dict]]:
@@ -164,7 +227,8 @@ def statistics(steps: Sequence[dict], ex: dict) -> dict:
 def build(out_dir, settings: CorpusSettings, log: Callable = print, pool=None) -> dict:
     """Runs (or reloads from `out_dir`) the corpus; returns its statistics (+ "cached")."""
     out_dir = pathlib.Path(out_dir)
-    key = settings.key()
+    jobs = plan_jobs(settings, log)
+    key = settings.key(jobs)
     stats_file = out_dir / STATS_FILE
     if stats_file.is_file():
         stats = json.loads(stats_file.read_text())
@@ -175,7 +239,7 @@ def build(out_dir, settings: CorpusSettings, log: Callable = print, pool=None) -
     t0 = time.time()
     log(f"corpus: running {settings.n_per_task} programs on each of "
         f"{len(settings.task_ids)} tasks in the sandbox")
-    steps = run_steps(settings, log=log, pool=pool)
+    steps = run_steps(settings, log=log, pool=pool, jobs=jobs)
     ex = examples(steps, seed=settings.seed)
     states = states_pool(steps, settings.chain)
     _write_jsonl(out_dir / STEPS_FILE, steps)

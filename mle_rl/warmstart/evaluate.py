@@ -29,7 +29,12 @@ FAMILY_PATTERNS = {
 
 
 def family_of(code: str) -> str:
-    """The family of the first model constructed after `model =`, else of any model."""
+    """The family a program declares (`# model family: <name>`, as the task-generic
+    programs do), else that of the first model constructed after `model =`, else of any
+    model."""
+    declared = re.findall(r"^# model family: (\w+)$", code, re.M)
+    if len(declared) == 1:
+        return declared[0]
     m = re.search(r"^model = (.*)$", code, re.M)
     for text in ((m.group(1),) if m else ()) + (code,):
         for fam, pat in FAMILY_PATTERNS.items():

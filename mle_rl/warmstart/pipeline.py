@@ -21,10 +21,10 @@ import time
 from typing import Callable, Optional
 
 from mle_rl.env import prompts, tasks
-from mle_rl.warmstart import corpus, lm_instrument, sft, sft_data, tokenizer as tok_lib
+from mle_rl.warmstart import corpus, generic, lm_instrument, sft, sft_data, tokenizer as tok_lib
 
 MARKER = "warmstart.json"
-EXPECTED_MINUTES = 20
+EXPECTED_MINUTES = 25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,13 +34,16 @@ class WarmStartSettings:
 
     task_ids: tuple = tasks.BUILTIN_TASKS
     holdout_tasks: tuple = ()
-    n_per_task: int = 32
+    n_per_task: int = 24
+    generated: int = 120           # procedural tasks (env/procedural) in the corpus
+    per_generated: int = 2
+    builtin_repeat: int = 3        # SFT sees the built-in tasks' solve examples this often
     vocab_size: int = 16384
     budgets: sft_data.Budgets = sft_data.Budgets()
     sft: sft.SFTConfig = sft.SFTConfig()
     held_out_fraction: float = 0.05
-    improve_max: int = 48          # improve examples are long; cap how many go into SFT
-    instrument_max: int = 200
+    improve_max: int = 200         # improve examples are long; cap how many go into SFT
+    instrument_max: int = 150
     seed: int = 0
 
     @property
@@ -51,8 +54,8 @@ class WarmStartSettings:
         return json.loads(json.dumps(dataclasses.asdict(self)))
 
 
-BUILD_MODULES = ("action_pool", "programs", "programs_span", "corpus", "lm_instrument",
-                 "tokenizer", "sft_data", "sft")
+BUILD_MODULES = ("action_pool", "generic", "generic_code", "programs", "programs_span", "corpus",
+                 "lm_instrument", "tokenizer", "sft_data", "sft")
 
 
 def source_hash(settings: WarmStartSettings) -> str:
@@ -74,13 +77,13 @@ def is_current(path, settings: WarmStartSettings) -> bool:
     return m.get("hash") == source_hash(settings) and (pathlib.Path(path) / "config.json").is_file()
 
 
-def tokenizer_texts(steps, task_ids) -> list[str]:
+def tokenizer_texts(steps) -> list[str]:
     """What the BPE is trained on, weighted as the SFT data will be: per corpus program, its
     task's solve prompt (full, approximate count) and the improve instructions, its response
     (plan and fenced code) and its code as an improve prompt shows it, its output, numbered
-    listing and instrumentation answer; plus every description."""
+    listing and instrumentation answer; plus every description of the corpus's tasks."""
     full = {}
-    for tid in task_ids:
+    for tid in sorted({s["task_id"] for s in steps}):
         t = tasks.get_task(tid)
         full[tid] = prompts.solve_prompt(t, max_tokens=1 << 20)
     out = list(full.values())
@@ -106,8 +109,10 @@ def build(out_dir, settings: WarmStartSettings = WarmStartSettings(), *,
     t_start = time.time()
     corpus_dir = pathlib.Path(corpus_dir or out_dir.parent / (out_dir.name + "-corpus"))
     cs = corpus.CorpusSettings(task_ids=settings.train_tasks, n_per_task=settings.n_per_task,
-                               seed=settings.seed)
-    log(f"[1/4] expert corpus ({len(cs.task_ids)} tasks x {cs.n_per_task} programs)")
+                               generated=settings.generated,
+                               per_generated=settings.per_generated, seed=settings.seed)
+    log(f"[1/4] expert corpus ({len(cs.task_ids)} tasks x {cs.n_per_task} programs, "
+        f"{cs.generated} procedural tasks x {cs.per_generated})")
     if pool is None:
         from mle_rl.env.warm_pool import WarmPool
         with WarmPool(size=cs.workers) as warm:
@@ -121,7 +126,7 @@ def build(out_dir, settings: WarmStartSettings = WarmStartSettings(), *,
 
     log(f"[2/4] tokenizer (byte-level BPE, vocab {settings.vocab_size})")
     t0 = time.time()
-    texts = tokenizer_texts(steps, settings.train_tasks)   # nothing of held-out tasks
+    texts = tokenizer_texts(steps)              # the corpus's tasks: nothing of held-out ones
     tok = tok_lib.train(texts, vocab_size=settings.vocab_size)
     code_texts = [s["code"] for s in steps]
     bpt_all = tok_lib.bytes_per_token(tok, texts)
@@ -132,12 +137,25 @@ def build(out_dir, settings: WarmStartSettings = WarmStartSettings(), *,
     log("[3/4] supervised fine-tuning")
     ex = corpus.load_examples(corpus_dir)
     rng = random.Random(settings.seed)
+    named = set(settings.train_tasks)         # few programs each among many generated ones
+    # A cap takes examples from every task, the named tasks' improve examples first, and
+    # instrumentation examples of the image/text/span programs first (the task-generic
+    # programs differ little).
+    first = {"improve": lambda e: e["task_id"] not in named,
+             "instrument": lambda e: generic.parse(e["code"]) is not None}
     for kind, cap in (("improve", settings.improve_max), ("instrument", settings.instrument_max)):
-        rng.shuffle(ex[kind])                 # a cap takes examples from every task
+        rng.shuffle(ex[kind])
+        ex[kind].sort(key=first[kind])
         ex[kind] = ex[kind][:cap]
-    pairs = sft_data.texts(ex, tok, settings.budgets)
-    rows, tstats = sft_data.tokenize(pairs, tok, settings.budgets)
-    train_rows, eval_rows = sft_data.split(rows, settings.held_out_fraction, settings.seed)
+    train_ex, eval_ex = sft_data.split_examples(ex, settings.held_out_fraction, settings.seed)
+    train_ex["solve"] += [e for e in train_ex["solve"]
+                          if e["task_id"] in named] * (settings.builtin_repeat - 1)
+    train_rows, tstats = sft_data.tokenize(sft_data.texts(train_ex, tok, settings.budgets),
+                                           tok, settings.budgets)
+    eval_rows, estats = sft_data.tokenize(sft_data.texts(eval_ex, tok, settings.budgets),
+                                          tok, settings.budgets)
+    rows = train_rows + eval_rows
+    tstats = {k: tstats[k] + estats[k] for k in tstats}
     kinds = {k: sum(1 for r in rows if r[0] == k) for k in ("solve", "improve", "instrument")}
     log(f"      {len(train_rows)} train / {len(eval_rows)} held-out sequences {kinds}; "
         f"{tstats['prompt_tokens'] + tstats['response_tokens']} tokens "

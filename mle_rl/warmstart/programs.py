@@ -1,13 +1,15 @@
-"""Programs from action-pool combinations: `render(task_id, combo) -> (plan, code)`.
+"""Programs for the built-in tasks that are not tables (images, text, spans), from
+action-pool combinations: `render(task_id, combo) -> (plan, code)`. Tables, any table,
+get the task-generic programs of `generic.py`.
 
 A program is a sequence of blank-line-separated blocks: numpy/pandas, the task's loading
-block (targets, features, task-specific encodings), the model, the data idea, the metric
+block, the model, the data idea, the metric
 helpers, the learning idea, and the task's submission block. Each block imports what it
 uses at its top, and the model block also names its small search grid (`grid`), so every
 dependency is local: a block depends only on the task and the blocks just before it. Any
 choice of one block per slot is a valid program, and a small policy learns the corpus as
 "one block per slot" rather than as long-range agreements between a header of imports and
-code far below. The plan names the three ideas on three lines, in the order of the code.
+code far below. The plan names the three ideas, a paragraph each, in the order of the code.
 The span task (docstring parameter spans) has its own skeleton (`programs_span.py`): a
 per-word "description starts here" classifier; its plan is written here, as every plan.
 """
@@ -22,26 +24,19 @@ from mle_rl.warmstart.action_pool import Combo
 
 @dataclasses.dataclass(frozen=True)
 class TaskInfo:
-    """What a program needs to know of a task. kind: binary | multiclass | regression |
-    multireg | span; targets: target column(s) of train.csv (for reference: programs find
-    them from the data, as the train columns that test lacks)."""
+    """What a program needs to know of a task. kind: binary | multiclass | span; targets:
+    target column(s) of train.csv (for reference: programs find them from the data, as the
+    train columns that test lacks)."""
 
     modality: str
     kind: str
     targets: tuple
-    extra: str = ""          # task-specific lines after loading (encodings, subsampling)
     skip: tuple = ()         # (data, model, learning) patterns too slow here; "*" = any
 
 
+# The built-in tasks that are not tables; every tabular task (built-in, generated or a
+# user's) gets the task-generic programs of `generic.py`.
 TASK_INFO = {
-    "breast-cancer-diagnosis": TaskInfo("tabular", "binary", ("malignant",)),
-    "penguin-island": TaskInfo("tabular", "multiclass", ("island",)),
-    "diabetes-progression": TaskInfo("tabular", "regression", ("progression",)),
-    "tumor-worst-case": TaskInfo("tabular", "multireg", ("worst_area", "worst_concavity")),
-    "tabular-synth": TaskInfo(
-        "tabular", "binary", ("target",),
-        extra='train = train.sample(8000, random_state=0)\n',
-        skip=(("*", "svm", "*"),)),             # an RBF SVM with probabilities: minutes here
     "digit-images": TaskInfo("image", "multiclass", ("label",),
                              skip=(("pixels", "hist_gb", "*"), ("*", "hist_gb", "grid"))),
     "docstring-authorship": TaskInfo("text", "multiclass", ("library",),
@@ -49,10 +44,6 @@ TASK_INFO = {
                                            ("*", "random_forest", "grid"))),
     "docstring-param-span": TaskInfo("span", "binary", ("selected_text",)),
 }
-
-_SYNTH_CODES = ('for i in range(10):\n'
-                '    both[f"f_27_{i}"] = both["f_27"].str[i].map(ord) - 65\n'
-                'both = both.drop(columns=["f_27"])\n')
 
 KIND_FUNCS = {
     "binary": ("from sklearn.metrics import roc_auc_score\n",
@@ -62,81 +53,36 @@ KIND_FUNCS = {
                    "def predict(m, X):\n    return m.predict_proba(X)\n",
                    "def score(y, p):\n    return log_loss(y, p, labels=model.classes_)\n",
                    "log loss", "neg_log_loss"),
-    "regression": ("from sklearn.metrics import mean_squared_error\n",
-                   "def predict(m, X):\n    return m.predict(X)\n",
-                   "def score(y, p):\n    return mean_squared_error(y, p) ** 0.5\n", "RMSE",
-                   "neg_root_mean_squared_error"),
-    "multireg": ("from sklearn.metrics import mean_squared_error\n",
-                 "def predict(m, X):\n    return m.predict(X)\n",
-                 "def score(y, p):\n    return mean_squared_error(y, p) ** 0.5\n",
-                 "RMSE of log(1 + target)", "neg_root_mean_squared_error"),
 }
 
-# family -> (import, classifier ctor, regressor ctor, grid param, grid values)
+# family -> (import, classifier constructor, grid param, grid values)
 MODEL_CODE = {
-    "linear": ("from sklearn.linear_model import LogisticRegression, Ridge\n",
-               "LogisticRegression(C=1.0, max_iter=2000)", "Ridge(alpha=1.0)",
-               ("C", "alpha"), ("[0.1, 1.0, 10.0]", "[0.1, 1.0, 10.0]")),
-    "knn": ("from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor\n",
-            "KNeighborsClassifier(n_neighbors=15, weights=\"distance\")",
-            "KNeighborsRegressor(n_neighbors=15, weights=\"distance\")",
-            ("n_neighbors", "n_neighbors"), ("[5, 15, 30]", "[5, 15, 30]")),
-    "naive_bayes": ("from sklearn.naive_bayes import GaussianNB\n", "GaussianNB()", "",
-                    ("var_smoothing", ""), ("[1e-9, 1e-6, 1e-3]", "")),
-    "svm": ("from sklearn.svm import SVC, SVR\n", "SVC(C=1.0, probability=True, random_state=0)",
-            "SVR(C=10.0)", ("C", "C"), ("[0.3, 1.0, 3.0]", "[1.0, 10.0, 30.0]")),
-    "random_forest": ("from sklearn.ensemble import RandomForestClassifier, "
-                      "RandomForestRegressor\n",
+    "linear": ("from sklearn.linear_model import LogisticRegression\n",
+               "LogisticRegression(C=1.0, max_iter=2000)", "C", "[0.1, 1.0, 10.0]"),
+    "knn": ("from sklearn.neighbors import KNeighborsClassifier\n",
+            "KNeighborsClassifier(n_neighbors=15, weights=\"distance\")", "n_neighbors",
+            "[5, 15, 30]"),
+    "naive_bayes": ("from sklearn.naive_bayes import GaussianNB\n", "GaussianNB()",
+                    "var_smoothing", "[1e-9, 1e-6, 1e-3]"),
+    "svm": ("from sklearn.svm import SVC\n", "SVC(C=1.0, probability=True, random_state=0)",
+            "C", "[0.3, 1.0, 3.0]"),
+    "random_forest": ("from sklearn.ensemble import RandomForestClassifier\n",
                       "RandomForestClassifier(n_estimators=100, random_state=0)",
-                      "RandomForestRegressor(n_estimators=100, random_state=0)",
-                      ("min_samples_leaf", "min_samples_leaf"), ("[1, 5]", "[1, 5]")),
-    "extra_trees": ("from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor\n",
+                      "min_samples_leaf", "[1, 5]"),
+    "extra_trees": ("from sklearn.ensemble import ExtraTreesClassifier\n",
                     "ExtraTreesClassifier(n_estimators=100, random_state=0)",
-                    "ExtraTreesRegressor(n_estimators=100, random_state=0)",
-                    ("min_samples_leaf", "min_samples_leaf"), ("[1, 5]", "[1, 5]")),
-    "hist_gb": ("from sklearn.ensemble import HistGradientBoostingClassifier, "
-                "HistGradientBoostingRegressor\n",
+                    "min_samples_leaf", "[1, 5]"),
+    "hist_gb": ("from sklearn.ensemble import HistGradientBoostingClassifier\n",
                 "HistGradientBoostingClassifier(max_iter=60, learning_rate=0.1)",
-                "HistGradientBoostingRegressor(max_iter=60, learning_rate=0.1)",
-                ("learning_rate", "learning_rate"), ("[0.05, 0.1]", "[0.05, 0.1]")),
-    "mlp": ("from sklearn.neural_network import MLPClassifier, MLPRegressor\n",
+                "learning_rate", "[0.05, 0.1]"),
+    "mlp": ("from sklearn.neural_network import MLPClassifier\n",
             "MLPClassifier(hidden_layer_sizes=(64,), max_iter=300, random_state=0)",
-            "MLPRegressor(hidden_layer_sizes=(64,), max_iter=500, random_state=0)",
-            ("alpha", "alpha"), ("[1e-4, 1e-2]", "[1e-4, 1e-2]")),
+            "alpha", "[1e-4, 1e-2]"),
 }
 TEXT_NB = ("from sklearn.naive_bayes import MultinomialNB\n", "MultinomialNB(alpha=0.1)",
            "alpha", "[0.03, 0.1, 0.3]")
 
 DATA_CODE = {
-    "median_scale": ("from sklearn.impute import SimpleImputer\n"
-                     "from sklearn.preprocessing import StandardScaler\n",
-                     "prep = make_pipeline(SimpleImputer(strategy=\"median\"), StandardScaler())\n"
-                     "X = prep.fit_transform(X)\nX_test = prep.transform(X_test)\n"),
-    "quantile": ("from sklearn.impute import SimpleImputer\n"
-                 "from sklearn.preprocessing import QuantileTransformer\n",
-                 "prep = make_pipeline(SimpleImputer(strategy=\"median\"), "
-                 "QuantileTransformer(n_quantiles=100, output_distribution=\"normal\"))\n"
-                 "X = prep.fit_transform(X)\nX_test = prep.transform(X_test)\n"),
-    "rowstats": ("from sklearn.impute import SimpleImputer\n"
-                 "from sklearn.preprocessing import StandardScaler\n",
-                 "prep = make_pipeline(SimpleImputer(strategy=\"median\"), StandardScaler())\n"
-                 "X = prep.fit_transform(X)\nX_test = prep.transform(X_test)\n"
-                 "def rowstats(A):\n"
-                 "    return np.hstack([A, A.mean(1, keepdims=True), A.std(1, keepdims=True), "
-                 "A.min(1, keepdims=True), A.max(1, keepdims=True)])\n"
-                 "X, X_test = rowstats(X), rowstats(X_test)\n"),
-    "signed_log": ("from sklearn.impute import SimpleImputer\n"
-                   "from sklearn.preprocessing import FunctionTransformer, StandardScaler\n",
-                   "signed_log = FunctionTransformer(lambda A: np.sign(A) * np.log1p(np.abs(A)))\n"
-                   "prep = make_pipeline(SimpleImputer(strategy=\"median\"), signed_log, "
-                   "StandardScaler())\n"
-                   "X = prep.fit_transform(X)\nX_test = prep.transform(X_test)\n"),
-    "pca": ("from sklearn.impute import SimpleImputer\n"
-            "from sklearn.preprocessing import StandardScaler\n"
-            "from sklearn.decomposition import PCA\n",
-            "prep = make_pipeline(SimpleImputer(strategy=\"median\"), StandardScaler(), "
-            "PCA(n_components=0.95))\n"
-            "X = prep.fit_transform(X)\nX_test = prep.transform(X_test)\n"),
     "word_tfidf": ("from sklearn.feature_extraction.text import TfidfVectorizer\n",
                    "vec = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)\n"
                    "X = vec.fit_transform(train[\"text\"])\nX_test = vec.transform(test[\"text\"])\n"),
@@ -167,30 +113,18 @@ DATA_CODE = {
 }
 
 
-def _load_block(task_id: str, info: TaskInfo) -> str:
-    """Reads the data; the targets are the train columns that test lacks, so the block is
-    the same for every task of a modality and kind (only tabular-synth adds its own lines):
-    what a policy learns here carries over to a task it has not seen."""
+def _load_block(info: TaskInfo) -> str:
+    """Reads the data; the targets are the train columns that test lacks."""
     head = ('train = pd.read_csv("input/train.csv")\n'
-            'test = pd.read_csv("input/test.csv")\n' + info.extra +
-            "target = [c for c in train.columns if c not in test.columns]\n")
-    if info.kind == "multireg":
-        y = "y = np.log1p(train[target].to_numpy())\n"
-    else:
-        y = "y = train[target[0]].to_numpy()\n"
-    if info.modality == "tabular":
-        body = ('both = pd.concat([train.drop(columns=target + ["id"]), '
-                'test.drop(columns=["id"])])\n'
-                + (_SYNTH_CODES if task_id == "tabular-synth" else "")
-                + "both = pd.get_dummies(both, dtype=float)\n"
-                  "X, X_test = both[:len(train)], both[len(train):]\n")
-        return head + y + body
+            'test = pd.read_csv("input/test.csv")\n'
+            "target = [c for c in train.columns if c not in test.columns]\n"
+            "y = train[target[0]].to_numpy()\n")
     if info.modality == "image":
-        return (head + y + "def load(ids):\n"
+        return (head + "def load(ids):\n"
                 "    return np.stack([np.asarray(Image.open(f\"input/images/{i}.png\"), "
                 "dtype=float).ravel() / 255 for i in ids])\n"
                 "X, X_test = load(train[\"id\"]), load(test[\"id\"])\n")
-    return head + y
+    return head
 
 
 def skipped(info: TaskInfo, combo: Combo) -> bool:
@@ -201,43 +135,24 @@ def skipped(info: TaskInfo, combo: Combo) -> bool:
 
 def _model_ctor(info: TaskInfo, combo: Combo) -> tuple[str, str, str, str]:
     """(import, constructor, grid param, grid values)."""
-    imp, clf, reg, params, values = MODEL_CODE[combo.model.name]
-    regress = info.kind in ("regression", "multireg")
     if combo.model.name == "naive_bayes" and info.modality == "text":
         imp, ctor, param, vals = TEXT_NB
     else:
-        ctor, param, vals = (reg, params[1], values[1]) if regress else (clf, params[0], values[0])
-        imp = _only(imp, ctor)
+        imp, ctor, param, vals = MODEL_CODE[combo.model.name]
     if combo.learning.name == "early_stopping":
         ctor = ctor[:-1] + (", early_stopping=True, validation_fraction=0.1)"
                             if combo.model.name == "mlp" else
                             ", early_stopping=True, validation_fraction=0.1, n_iter_no_change=10)")
         ctor = ctor.replace("max_iter=60", "max_iter=300").replace("max_iter=300)",
                                                                    "max_iter=1000)")
-    if info.kind == "multireg" and combo.model.name in ("svm", "hist_gb"):
-        imp += "from sklearn.multioutput import MultiOutputRegressor\n"
-        ctor, param = f"MultiOutputRegressor({ctor})", f"estimator__{param}"
     return imp, ctor, param, vals
 
 
-def _only(imp: str, ctor: str) -> str:
-    """`from m import A, B` cut down to the one name `ctor` uses."""
-    head, _, names = imp.rstrip("\n").partition(" import ")
-    used = [n for n in names.split(", ") if ctor.startswith(n + "(")]
-    return f"{head} import {used[0]}\n" if used else imp
-
-
-def _second_model(info: TaskInfo, combo: Combo) -> tuple[str, str, str]:
+def _second_model(combo: Combo) -> tuple[str, str, str]:
     """(import, constructor, phrase) of the ensemble's second model."""
-    regress = info.kind in ("regression", "multireg")
     if combo.model.name == "linear":
-        if regress:
-            return ("from sklearn.ensemble import ExtraTreesRegressor\n",
-                    "ExtraTreesRegressor(n_estimators=100, random_state=0)", "extra trees")
         return ("from sklearn.ensemble import ExtraTreesClassifier\n",
                 "ExtraTreesClassifier(n_estimators=100, random_state=0)", "extra trees")
-    if regress:
-        return "from sklearn.linear_model import Ridge\n", "Ridge(alpha=1.0)", "ridge regression"
     return ("from sklearn.linear_model import LogisticRegression\n",
             "LogisticRegression(C=1.0, max_iter=2000)", "logistic regression")
 
@@ -245,9 +160,8 @@ def _second_model(info: TaskInfo, combo: Combo) -> tuple[str, str, str]:
 def _learning_block(info: TaskInfo, combo: Combo) -> str:
     """The learning idea, its imports first; leaves `model` and test predictions `pred`."""
     name = combo.learning.name
-    strat = ", stratify=y" if info.kind in ("binary", "multiclass") else ""
     split = ("X_tr, X_va, y_tr, y_va = train_test_split(X, y, test_size=0.2, "
-             f"random_state=0{strat})\n")
+             "random_state=0, stratify=y)\n")
     what = KIND_FUNCS[info.kind][3]
     if name in ("holdout", "early_stopping"):
         return ("from sklearn.model_selection import train_test_split\n"
@@ -255,10 +169,10 @@ def _learning_block(info: TaskInfo, combo: Combo) -> str:
                 f"print(\"validation {what}:\", score(y_va, predict(model, X_va)))\n"
                 "model.fit(X, y)\npred = predict(model, X_test)\n")
     if name == "kfold":
-        fold = "StratifiedKFold" if strat else "KFold"
-        return (f"from sklearn.model_selection import {fold}\n"
+        return ("from sklearn.model_selection import StratifiedKFold\n"
                 "scores, pred = [], 0\n"
-                f"for tr, va in {fold}(n_splits=3, shuffle=True, random_state=0).split(X, y):\n"
+                "for tr, va in StratifiedKFold(n_splits=3, shuffle=True, random_state=0)"
+                ".split(X, y):\n"
                 "    model.fit(X[tr], y[tr])\n"
                 "    scores.append(score(y[va], predict(model, X[va])))\n"
                 "    pred = pred + predict(model, X_test) / 3\n"
@@ -272,7 +186,7 @@ def _learning_block(info: TaskInfo, combo: Combo) -> str:
                 f"print(\"cross-validated score ({scoring}):\", search.best_score_)\n"
                 "model = search.best_estimator_\npred = predict(model, X_test)\n")
     if name == "ensemble":
-        imp, ctor, _ = _second_model(info, combo)
+        imp, ctor, _ = _second_model(combo)
         return ("from sklearn.model_selection import train_test_split\n" + imp +
                 f"models = [model, {ctor}]\n" + split +
                 "p_va = np.mean([predict(m.fit(X_tr, y_tr), X_va) for m in models], axis=0)\n"
@@ -285,8 +199,6 @@ def _write_block(info: TaskInfo) -> str:
     head = 'sub = pd.DataFrame({"id": test["id"]})\n'
     if info.kind == "multiclass":
         body = "sub[[str(c) for c in model.classes_]] = pred\n"
-    elif info.kind == "multireg":
-        body = "sub[target] = np.expm1(pred)\n"
     else:
         body = "sub[target[0]] = pred\n"
     return head + body + 'sub.to_csv("submission.csv", index=False)\nprint("wrote", sub.shape)\n'
@@ -299,12 +211,11 @@ def dense_text(info: TaskInfo, combo: Combo) -> bool:
 
 
 def plan_text(info: TaskInfo, combo: Combo, second: str = "") -> str:
-    """The plan: one line per idea (model, features, validation), in the order of the code,
-    so plan and code agree."""
+    """The plan: one paragraph per idea (model, features, validation; one token each with
+    the warm start's tokenizer), in the order of the code, so plan and code agree."""
     model = combo.model.phrase
     if combo.model.name == "linear":
-        model = ("a linear model (ridge regression)" if info.kind in ("regression", "multireg")
-                 else "a linear model (logistic regression)")
+        model = "a linear model (logistic regression)"
     if combo.model.name == "naive_bayes" and info.modality == "text":
         model = "naive Bayes (multinomial)"
     learning = combo.learning.phrase
@@ -313,7 +224,7 @@ def plan_text(info: TaskInfo, combo: Combo, second: str = "") -> str:
     data = combo.data.phrase
     if dense_text(info, combo):
         data += ", reduced to 100 dimensions with truncated SVD"
-    return f"Model: {model}.\nFeatures: {data}.\nValidation: {learning}."
+    return f"Model: {model}.\n\nFeatures: {data}.\n\nValidation: {learning}."
 
 
 def render(task_id: str, combo: Combo) -> tuple[str, str]:
@@ -332,14 +243,12 @@ def render(task_id: str, combo: Combo) -> tuple[str, str]:
         data_imp += "from sklearn.decomposition import TruncatedSVD\n"
         data_code += ("svd = TruncatedSVD(n_components=100, random_state=0)\n"
                       "X = svd.fit_transform(X)\nX_test = svd.transform(X_test)\n")
-    if info.modality == "tabular":
-        data_imp = "from sklearn.pipeline import make_pipeline\n" + data_imp
     head = "import numpy as np\nimport pandas as pd\n"
     if info.modality == "image":
         head += "from PIL import Image\n"
-    blocks = [head, _load_block(task_id, info),
+    blocks = [head, _load_block(info),
               m_imp + f"model = {ctor}\n" + f'grid = {{"{param}": {vals}}}\n',
               data_imp + data_code, metric_imp + pred_fn + score_fn,
               _learning_block(info, combo), _write_block(info)]
-    second = _second_model(info, combo)[2] if combo.learning.name == "ensemble" else ""
+    second = _second_model(combo)[2] if combo.learning.name == "ensemble" else ""
     return plan_text(info, combo, second), "\n".join(blocks)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from mle_rl.warmstart.action_pool import Combo
 
-# The plan's first line; `programs.render` adds the idea lines (`plan_text`).
+# The plan's first paragraph; `programs.render` adds the ideas (`plan_text`).
 APPROACH = ("Approach: find the parameter's entry and score each word as the start of its "
-            "description.\n")
+            "description.\n\n")
 
 ENTRY = '''\
 def entry(text, param):

@@ -74,9 +74,16 @@ def markdown(summary: dict, results: Sequence[dict], settings) -> str:
            + ", ".join(f"step {k}: {v:.3f}" for k, v in s["held_out"]), "",
            "![SFT loss](warm_start_sft_loss.png)", "", "## Corpus per task", "",
            "| task | programs | valid | families | best score |", "|---|---|---|---|---|"]
+    gen = {tid: d for tid, d in c["per_task"].items() if tid.startswith("gen-")}
     for tid, d in c["per_task"].items():
-        out.append(f"| {tid} | {d['programs']} | {d['ok']} | {len(d['families'])} | "
-                   f"{_fmt(d['best'])} |")
+        if tid not in gen:
+            out.append(f"| {tid} | {d['programs']} | {d['ok']} | {len(d['families'])} | "
+                       f"{_fmt(d['best'])} |")
+    if gen:
+        fams = set().union(*(d["families"] for d in gen.values()))
+        out.append(f"| {len(gen)} procedural tasks (`env/procedural`) | "
+                   f"{sum(d['programs'] for d in gen.values())} | "
+                   f"{sum(d['ok'] for d in gen.values())} | {len(fams)} | (one per task) |")
     if results:
         n = results[0]["samples"]
         out += ["", f"## The policy: {n} samples per task", "",

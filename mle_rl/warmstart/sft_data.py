@@ -84,6 +84,15 @@ def tokenize(pairs: Sequence[tuple[str, str, str]], tokenizer, budgets: Budgets,
     return rows, stats
 
 
+def split_examples(ex: dict, held_out: float, seed: int) -> tuple[dict, dict]:
+    """Examples ({kind: [...]}) -> (train, held-out), a random `held_out` fraction of each
+    kind held out (split before any example is repeated, so none is on both sides)."""
+    train, held = {}, {}
+    for i, (kind, items) in enumerate(sorted(ex.items())):
+        train[kind], held[kind] = split(list(items), held_out, seed + i)
+    return train, held
+
+
 def split(rows: list, held_out: float, seed: int) -> tuple[list, list]:
     """A random held-out fraction (at least one row when there are two or more)."""
     rng = random.Random(seed)

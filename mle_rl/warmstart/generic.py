@@ -1,0 +1,161 @@
+"""Task-generic tabular programs: one grammar of decisions that runs on any tabular task.
+
+A program reads the task's files and works out for itself what it must predict: the id
+column is the first column of `sample_submission.csv`, the targets are the train columns
+that test lacks, and the output kind comes from the sample submission (class-probability
+columns, a probability, a class label, or numbers). So a program written for one task runs
+on any other, and a policy trained on these programs carries them to tasks it has never
+seen. What the policy decides is what an engineer decides, each as its own paragraph (and
+so, with the warm start's tokenizer, its own token):
+
+    metric          copied from the prompt ("Metric: auc"): the validation score printed
+    log_target      fit regression targets on log(1 + y) (what RMSLE rewards)
+    model family    linear | knn | naive_bayes | svm | random_forest | extra_trees |
+                    hist_gb | mlp (classifier or regressor, whichever the task needs)
+    capacity        1..5: the family's size (trees, iterations, hidden units, C, 1/k)
+    regularization  1..5: the family's regularization (leaf size, alpha, 1/C, smoothing)
+    features        median_scale | quantile | rowstats | signed_log | pca | missing_flags
+    validation      holdout | kfold3 | kfold5 (fold models averaged on the test set)
+
+The program text is in `generic_code.py`. Every combination of values is a valid program
+(`tests/test_generic_programs.py` runs them), so a recombination, or a value the corpus
+never paired with a family on a task, is something RL can find and keep. The plan names
+the family, the features and the validation, one paragraph each, in the order of the code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import random
+import re
+from typing import Optional
+
+from mle_rl.warmstart.generic_code import FAMILIES, FEATURES, HEADER, VALIDATION, WRITER
+
+CAPACITIES = REGULARIZATIONS = (1, 2, 3, 4, 5)
+REGRESSION_METRICS = ("rmse", "mae", "rmsle_column_mean", "mcrmse", "pearson")
+LOG_METRICS = ("rmsle_column_mean",)
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """One value per decision (see the module docstring)."""
+
+    metric: str
+    family: str
+    capacity: int
+    regularization: int
+    features: str
+    validation: str
+    log_target: bool = False
+
+    def __post_init__(self):
+        for name, value, allowed in (("family", self.family, FAMILIES),
+                                     ("features", self.features, FEATURES),
+                                     ("validation", self.validation, VALIDATION),
+                                     ("capacity", self.capacity, CAPACITIES),
+                                     ("regularization", self.regularization, REGULARIZATIONS)):
+            if value not in allowed:
+                raise ValueError(f"Unknown {name} {value!r}; one of {list(allowed)}.")
+        if not re.fullmatch(r"[a-z0-9_]+", self.metric):
+            raise ValueError(f"A metric name is lower-case letters, digits and '_', not "
+                             f"{self.metric!r}.")
+
+    @property
+    def key(self) -> str:
+        return (f"{self.features}+{self.family}+{self.validation}"
+                f"+c{self.capacity}r{self.regularization}{'+log' if self.log_target else ''}")
+
+
+def plan_text(choice: Choice) -> str:
+    """The plan: model, features and validation, one paragraph each (one token each with
+    the warm start's tokenizer), in the order of the code."""
+    return (f"Model: {FAMILIES[choice.family][0]}.\n\n"
+            f"Features: {FEATURES[choice.features][0]}.\n\n"
+            f"Validation: {VALIDATION[choice.validation][0]}.")
+
+
+def blocks(choice: Choice) -> list[str]:
+    """The program's paragraphs, in order: header, each decision, the writer."""
+    return [HEADER,
+            f'metric = "{choice.metric}"\n',
+            f"log_target = {choice.log_target}\n",
+            FAMILIES[choice.family][1],
+            f"capacity = {choice.capacity}\n",
+            f"regularization = {choice.regularization}\n",
+            FEATURES[choice.features][1],
+            VALIDATION[choice.validation][1],
+            WRITER]
+
+
+def render(choice: Choice) -> tuple[str, str]:
+    """(plan, code) of one choice."""
+    return plan_text(choice), "\n".join(blocks(choice))
+
+
+_DECISION = {
+    "metric": re.compile(r'^metric = "([a-z0-9_]+)"$', re.M),
+    "log_target": re.compile(r"^log_target = (True|False)$", re.M),
+    "capacity": re.compile(r"^capacity = (\d)$", re.M),
+    "regularization": re.compile(r"^regularization = (\d)$", re.M),
+}
+
+
+def parse(code: str) -> Optional[Choice]:
+    """The choice a generic program was written from, or None when `code` is not one
+    (read back from its paragraphs, for statistics of what a policy decides)."""
+    paragraphs = [p.strip() for p in (code or "").split("\n\n")]
+    if HEADER.strip() not in paragraphs:
+        return None
+    found = {k: rx.findall(code) for k, rx in _DECISION.items()}
+    if any(len(v) != 1 for v in found.values()):
+        return None
+    named = {}
+    for axis, table in (("family", FAMILIES), ("features", FEATURES),
+                        ("validation", VALIDATION)):
+        hits = [k for k, (_, block) in table.items() if block.strip() in paragraphs]
+        if len(hits) != 1:
+            return None
+        named[axis] = hits[0]
+    try:
+        return Choice(metric=found["metric"][0], log_target=found["log_target"][0] == "True",
+                      capacity=int(found["capacity"][0]),
+                      regularization=int(found["regularization"][0]), **named)
+    except ValueError:
+        return None
+
+
+def is_regression(metric: str) -> bool:
+    return metric in REGRESSION_METRICS
+
+
+def all_choices(metric: str) -> list[Choice]:
+    """Every choice for a task scored by `metric` (log_target only for regression)."""
+    logs = (True, False) if is_regression(metric) else (False,)
+    return [Choice(metric, f, c, r, feat, v, lg)
+            for f, c, r, feat, v, lg in itertools.product(
+                FAMILIES, CAPACITIES, REGULARIZATIONS, FEATURES, VALIDATION, logs)]
+
+
+def sample_choices(metric: str, n: int, rng: random.Random, exclude=None) -> list[Choice]:
+    """`n` distinct choices spread over the decisions: families, features and validations
+    are dealt round-robin from shuffled orders (so n >= 8 covers every family), capacity
+    and regularization drawn at random; log_target is what the metric calls for (RMSLE:
+    yes; other regression metrics: at random; classification: no). `exclude(choice)`:
+    combinations too slow for the task."""
+    fams, feats, vals = list(FAMILIES), list(FEATURES), list(VALIDATION)
+    for seq in (fams, feats, vals):
+        rng.shuffle(seq)
+    out, seen, tries = [], set(), 0
+    while len(out) < n and tries < 50 * max(n, 1):
+        i = tries
+        tries += 1
+        log = metric in LOG_METRICS or (is_regression(metric) and rng.random() < 0.5)
+        c = Choice(metric, fams[i % len(fams)], rng.choice(CAPACITIES),
+                   rng.choice(REGULARIZATIONS), feats[i % len(feats)], vals[i % len(vals)], log)
+        if c in seen or (exclude is not None and exclude(c)):
+            continue
+        seen.add(c)
+        out.append(c)
+    return out

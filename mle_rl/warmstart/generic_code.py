@@ -1,0 +1,309 @@
+"""The text of the task-generic tabular programs (`generic.py` composes them).
+
+HEADER reads the files and works out the task (id column, targets, output kind), then
+defines fit / predict / score / submission, which read the decisions (`metric`,
+`log_target`, the family's `make` and `fit_rows`, `capacity`, `regularization`) when they
+are called, after every paragraph has run. Each table maps a decision's value to (the
+plan's phrase, its paragraph); no paragraph has a blank line inside, so with the warm
+start's paragraph pre-tokens each is one token.
+"""
+
+HEADER = '''\
+import numpy as np
+import pandas as pd
+from sklearn.metrics import log_loss, roc_auc_score
+from sklearn.multioutput import MultiOutputRegressor
+train = pd.read_csv("input/train.csv")
+test = pd.read_csv("input/test.csv")
+sample = pd.read_csv("input/sample_submission.csv")
+ID, cols = sample.columns[0], list(sample.columns[1:])
+target = [c for c in train.columns if c not in test.columns and c != ID]
+if set(cols) <= set(target):
+    target = cols
+if len(train) > 8000:
+    train = train.sample(8000, random_state=0).reset_index(drop=True)
+y0 = train[target[0]]
+in_labels = bool(sample[cols[0]].isin(y0.unique()).all())
+if len(cols) > len(target):
+    kind = "classes"
+elif len(target) == 1 and y0.nunique() == 2 and not in_labels:
+    kind = "proba"
+elif len(target) == 1 and (not pd.api.types.is_numeric_dtype(y0) or (y0.nunique() <= 20 and in_labels)):
+    kind = "label"
+else:
+    kind = "regress"
+both = pd.concat([train.drop(columns=target), test], ignore_index=True).drop(columns=[ID], errors="ignore")
+for c in list(both.columns):
+    if not pd.api.types.is_numeric_dtype(both[c]):
+        s = both[c].astype(str)
+        if s.nunique() > 30:
+            n = s.str.len()
+            if n.nunique() == 1 and n.iloc[0] <= 12:
+                for i in range(n.iloc[0]):
+                    both[f"{c}_{i}"] = s.str[i].map(ord)
+            both[c] = s.map(s.value_counts()) / len(s)
+both = pd.get_dummies(both, dtype=float)
+X = both[:len(train)].to_numpy(dtype=float)
+X_test = both[len(train):].to_numpy(dtype=float)
+X[~np.isfinite(X)], X_test[~np.isfinite(X_test)] = np.nan, np.nan
+if kind == "regress":
+    y = train[target].to_numpy(dtype=float)
+    use_log = lambda: log_target and y.min() > -1
+    center = lambda t: np.log1p(t) if use_log() else t
+    moments = lambda: (center(y).mean(0), center(y).std(0) + 1e-12)
+else:
+    y = y0.to_numpy()
+    classes = np.unique(y)
+print("task:", kind, "targets:", target, "train:", X.shape, "test:", X_test.shape)
+def fit(A, t):
+    if len(A) > fit_rows:
+        keep = np.random.default_rng(0).choice(len(A), fit_rows, replace=False)
+        A, t = A[keep], t[keep]
+    model = make(len(A))
+    if kind != "regress":
+        return model.fit(A, t)
+    mu, sd = moments()
+    t = (center(t) - mu) / sd
+    if t.shape[1] > 1:
+        return MultiOutputRegressor(model).fit(A, t)
+    return model.fit(A, t[:, 0])
+def predict(model, A):
+    if kind == "regress":
+        mu, sd = moments()
+        p = model.predict(A).reshape(len(A), -1) * sd + mu
+        return np.expm1(p) if use_log() else p
+    p = np.zeros((len(A), len(classes)))
+    p[:, np.searchsorted(classes, model.classes_)] = model.predict_proba(A)
+    return p
+def score(t, p):
+    try:
+        if kind == "regress":
+            if metric == "mae":
+                return float(np.mean(np.abs(t - p)))
+            if metric in ("rmsle_column_mean", "rmsle"):
+                d = np.log1p(np.clip(p, 0, None)) - np.log1p(np.clip(t, 0, None))
+                return float(np.mean(np.sqrt(np.mean(d ** 2, axis=0))))
+            return float(np.mean(np.sqrt(np.mean((t - p) ** 2, axis=0))))
+        if metric == "auc" and kind == "proba":
+            return float(roc_auc_score(t == classes[-1], p[:, -1]))
+        if metric == "accuracy" or kind == "label":
+            return float(np.mean(classes[p.argmax(1)] == t))
+        return float(log_loss(t, p, labels=classes))
+    except ValueError:
+        return float("nan")
+def submission(p):
+    sub = pd.DataFrame({ID: test[ID]})
+    if kind == "regress":
+        p = np.clip(p, y.min(0), y.max(0))
+        for k, c in enumerate(target):
+            sub[c] = p[:, k]
+    elif kind == "label":
+        sub[cols[0]] = classes[p.argmax(1)]
+    elif kind == "proba":
+        sub[cols[0]] = np.clip(p[:, -1], 0, 1)
+    else:
+        q = pd.DataFrame(p, columns=[str(c) for c in classes]).reindex(columns=cols, fill_value=0.0)
+        q = np.clip(q.to_numpy(dtype=float), 1e-6, 1)
+        sub[cols] = q / q.sum(1, keepdims=True)
+    return sub
+'''
+
+# family -> (phrase, code). Each says its family (a comment the statistics read) and defines
+# make(n) -> an unfitted estimator for n rows (a
+# classifier, or a regressor when kind == "regress") from `capacity` and `regularization`,
+# and fit_rows, the most rows it is fitted on (slow families fit on a random subset).
+FAMILIES = {
+    "linear": ("a linear model (logistic or ridge regression; squared features at high "
+               "capacity)", '''\
+# model family: linear
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import PolynomialFeatures
+fit_rows = 20000
+def make(n):
+    if kind == "regress":
+        model = Ridge(alpha=[0.01, 0.1, 1.0, 10.0, 100.0][regularization - 1])
+    else:
+        model = LogisticRegression(C=[100.0, 10.0, 1.0, 0.1, 0.01][regularization - 1], max_iter=3000)
+    if capacity >= 4 and X.shape[1] <= 40:
+        model = make_pipeline(PolynomialFeatures(2, interaction_only=capacity == 4), model)
+    return model
+'''),
+    "knn": ("k-nearest neighbours", '''\
+# model family: knn
+from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
+fit_rows = 20000
+def make(n):
+    Model = KNeighborsRegressor if kind == "regress" else KNeighborsClassifier
+    k = min([50, 30, 15, 7, 3][capacity - 1], n - 1)
+    model = Model(n_neighbors=k, weights="distance" if regularization <= 2 else "uniform")
+    return model
+'''),
+    "naive_bayes": ("naive Bayes (Bayesian ridge for numeric targets)", '''\
+# model family: naive_bayes
+from sklearn.linear_model import BayesianRidge
+from sklearn.naive_bayes import GaussianNB
+fit_rows = 20000
+def make(n):
+    if kind == "regress":
+        model = BayesianRidge()
+    else:
+        model = GaussianNB(var_smoothing=[1e-9, 1e-7, 1e-5, 1e-3, 1e-1][regularization - 1])
+    return model
+'''),
+    "svm": ("a support vector machine with an RBF kernel", '''\
+# model family: svm
+from sklearn.svm import SVC, SVR
+fit_rows = 3000
+def make(n):
+    gamma = [4.0, 2.0, 1.0, 0.5, 0.25][regularization - 1] / X.shape[1]
+    if kind == "regress":
+        model = SVR(C=[0.3, 1.0, 3.0, 10.0, 30.0][capacity - 1], gamma=gamma)
+    else:
+        model = SVC(C=[0.1, 0.3, 1.0, 3.0, 10.0][capacity - 1], gamma=gamma, probability=True, random_state=0)
+    return model
+'''),
+    "random_forest": ("a random forest", '''\
+# model family: random_forest
+from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+fit_rows = 20000
+def make(n):
+    Model = RandomForestRegressor if kind == "regress" else RandomForestClassifier
+    model = Model(n_estimators=[50, 100, 200, 300, 400][capacity - 1], min_samples_leaf=[1, 2, 4, 8, 16][regularization - 1], max_features=0.5, random_state=0)
+    return model
+'''),
+    "extra_trees": ("extremely randomized trees", '''\
+# model family: extra_trees
+from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor
+fit_rows = 20000
+def make(n):
+    Model = ExtraTreesRegressor if kind == "regress" else ExtraTreesClassifier
+    model = Model(n_estimators=[50, 100, 200, 300, 400][capacity - 1], min_samples_leaf=[1, 2, 4, 8, 16][regularization - 1], max_features=0.7, random_state=0)
+    return model
+'''),
+    "hist_gb": ("histogram gradient boosting", '''\
+# model family: hist_gb
+from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+fit_rows = 20000
+def make(n):
+    Model = HistGradientBoostingRegressor if kind == "regress" else HistGradientBoostingClassifier
+    model = Model(max_iter=[50, 100, 150, 250, 400][capacity - 1], learning_rate=[0.2, 0.1, 0.08, 0.05, 0.04][capacity - 1], min_samples_leaf=[5, 10, 20, 40, 80][regularization - 1], l2_regularization=[0.0, 0.1, 1.0, 3.0, 10.0][regularization - 1], early_stopping=False, random_state=0)
+    return model
+'''),
+    "mlp": ("a small neural network (MLP)", '''\
+# model family: mlp
+from sklearn.neural_network import MLPClassifier, MLPRegressor
+fit_rows = 20000
+def make(n):
+    Model = MLPRegressor if kind == "regress" else MLPClassifier
+    hidden = [(16,), (32,), (64,), (128,), (128, 64)][capacity - 1]
+    model = Model(hidden_layer_sizes=hidden, alpha=[1e-5, 1e-4, 1e-3, 1e-2, 1e-1][regularization - 1], max_iter=400, random_state=0)
+    return model
+'''),
+}
+
+# features -> (phrase, code): X, X_test (NaN where missing) -> dense, imputed matrices.
+FEATURES = {
+    "median_scale": ("impute missing values with the median and standardize", '''\
+from sklearn.impute import SimpleImputer
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+prep = make_pipeline(SimpleImputer(strategy="median", keep_empty_features=True), StandardScaler())
+X = prep.fit_transform(X)
+X_test = prep.transform(X_test)
+'''),
+    "quantile": ("impute with the median and map each feature to a normal distribution with "
+                 "a quantile transform", '''\
+from sklearn.impute import SimpleImputer
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import QuantileTransformer
+prep = make_pipeline(SimpleImputer(strategy="median", keep_empty_features=True), QuantileTransformer(n_quantiles=min(100, len(X)), output_distribution="normal"))
+X = prep.fit_transform(X)
+X_test = prep.transform(X_test)
+'''),
+    "rowstats": ("impute, standardize and add row statistics (mean, std, min, max) as "
+                 "extra features", '''\
+from sklearn.impute import SimpleImputer
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+prep = make_pipeline(SimpleImputer(strategy="median", keep_empty_features=True), StandardScaler())
+X = prep.fit_transform(X)
+X_test = prep.transform(X_test)
+rowstats = lambda A: np.hstack([A, A.mean(1, keepdims=True), A.std(1, keepdims=True), A.min(1, keepdims=True), A.max(1, keepdims=True)])
+X, X_test = rowstats(X), rowstats(X_test)
+'''),
+    "signed_log": ("impute and apply a signed log transform to tame skewed features, then "
+                   "standardize", '''\
+from sklearn.impute import SimpleImputer
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import FunctionTransformer, StandardScaler
+signed_log = FunctionTransformer(lambda A: np.sign(A) * np.log1p(np.abs(A)))
+prep = make_pipeline(SimpleImputer(strategy="median", keep_empty_features=True), signed_log, StandardScaler())
+X = prep.fit_transform(X)
+X_test = prep.transform(X_test)
+'''),
+    "pca": ("impute, standardize and keep the principal components that explain 95% of the "
+            "variance", '''\
+from sklearn.decomposition import PCA
+from sklearn.impute import SimpleImputer
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+prep = make_pipeline(SimpleImputer(strategy="median", keep_empty_features=True), StandardScaler(), PCA(n_components=0.95, random_state=0))
+X = prep.fit_transform(X)
+X_test = prep.transform(X_test)
+'''),
+    "missing_flags": ("impute with the median, add a flag per column with missing values, "
+                      "and standardize", '''\
+from sklearn.impute import SimpleImputer
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+prep = make_pipeline(SimpleImputer(strategy="median", add_indicator=True, keep_empty_features=True), StandardScaler())
+X = prep.fit_transform(X)
+X_test = prep.transform(X_test)
+'''),
+}
+
+# validation -> (phrase, code): leaves the test predictions in `pred`.
+VALIDATION = {
+    "holdout": ("validate on a 20% hold-out split, then refit on all the data", '''\
+from sklearn.model_selection import train_test_split
+counts = np.unique(y, return_counts=True)[1] if kind != "regress" else [0]
+strat = y if kind != "regress" and min(counts) >= 2 else None
+X_tr, X_va, y_tr, y_va = train_test_split(X, y, test_size=0.2, random_state=0, stratify=strat)
+model = fit(X_tr, y_tr)
+val_score = score(y_va, predict(model, X_va))
+print("validation", metric, val_score)
+model = fit(X, y)
+pred = predict(model, X_test)
+'''),
+    "kfold3": ("3-fold cross-validation, averaging the fold models' test predictions", '''\
+from sklearn.model_selection import KFold, StratifiedKFold
+counts = np.unique(y, return_counts=True)[1] if kind != "regress" else [0]
+folds = StratifiedKFold if kind != "regress" and min(counts) >= 3 else KFold
+scores, pred = [], 0
+for tr, va in folds(n_splits=3, shuffle=True, random_state=0).split(X, y if kind != "regress" else None):
+    model = fit(X[tr], y[tr])
+    scores.append(score(y[va], predict(model, X[va])))
+    pred = pred + predict(model, X_test) / 3
+cv_score = np.nanmean(scores)
+print("cross-validated", metric, cv_score)
+'''),
+    "kfold5": ("5-fold cross-validation, averaging the fold models' test predictions", '''\
+from sklearn.model_selection import KFold, StratifiedKFold
+counts = np.unique(y, return_counts=True)[1] if kind != "regress" else [0]
+folds = StratifiedKFold if kind != "regress" and min(counts) >= 5 else KFold
+scores, pred = [], 0
+for tr, va in folds(n_splits=5, shuffle=True, random_state=0).split(X, y if kind != "regress" else None):
+    model = fit(X[tr], y[tr])
+    scores.append(score(y[va], predict(model, X[va])))
+    pred = pred + predict(model, X_test) / 5
+cv_score = np.nanmean(scores)
+print("cross-validated", metric, cv_score)
+'''),
+}
+
+WRITER = '''\
+sub = submission(pred)
+sub.to_csv("submission.csv", index=False)
+print("wrote submission.csv", sub.shape)
+'''
