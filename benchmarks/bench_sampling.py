@@ -9,6 +9,10 @@ top_k=50; this leaves HF with no logits processor at all), and greedy with `--gr
 Each side runs once to warm up (compile, allocator), then the median of `--repeats` timed
 calls is taken. Generated tokens/s =
 batch * new tokens / median seconds of one whole generate call (prefill included).
+Ours runs the decode path chosen on this machine (`sampling.cpu_decode_path()`, printed
+first). On CPU both of our decode paths, the native kernels and XLA, are then timed against
+each other: one warm-up call each, then `--repeats` pairs in alternating order, same
+prompts and shapes (`--no-paths` skips this).
 
     python benchmarks/bench_sampling.py            # batch 16, 32-token prompts, 512 new
     python benchmarks/bench_sampling.py --quick    # batch 4, 64 new tokens (smoke test)
@@ -44,6 +48,8 @@ def parse_args(argv=None):
     ap.add_argument("--preset", default="tiny", help="model preset (random init)")
     ap.add_argument("--malloc", choices=("tcmalloc", "system"), default="tcmalloc",
                     help="allocator of the whole process (both sides); tcmalloc when installed")
+    ap.add_argument("--no-paths", action="store_true",
+                    help="skip the interleaved A/B of our two CPU decode paths (kernels, XLA)")
     args = ap.parse_args(argv)
     if args.quick:
         args.batch, args.new_tokens, args.repeats = 4, 64, 2
@@ -69,6 +75,31 @@ def bench_ours(model, prompts, new_tokens, temperature, repeats):
     cpu = []
     wall = common.time_runs(run, repeats, warmup=0, label="ours", cpu=cpu)
     return common.median(wall), common.median(cpu)
+
+
+def bench_paths(model, prompts, new_tokens, temperature, repeats):
+    """Our native-kernel and XLA decode paths, interleaved: one warm-up call each, then
+    `repeats` pairs (K X, X K, ...). -> (kernel median s, XLA median s, median pair ratio)."""
+    from mle_rl import sampling
+
+    def run(kernels):
+        t = time.perf_counter()
+        out = sampling.generate(model, prompts, max_new_tokens=new_tokens, rng=0,
+                                temperature=temperature, decode_kernel=kernels)
+        if not (out.lengths == new_tokens).all():
+            raise RuntimeError(f"expected {new_tokens} tokens per row, got {out.lengths}.")
+        return time.perf_counter() - t
+
+    for kernels, name in ((True, "kernels"), (False, "XLA")):
+        print(f"    {name}: warm-up (compile) {run(kernels):.2f} s", flush=True)
+    times = {True: [], False: []}
+    for i in range(repeats):
+        for kernels in ((True, False) if i % 2 == 0 else (False, True)):
+            times[kernels].append(run(kernels))
+            print(f"    {'kernels' if kernels else 'XLA'}: pair {i + 1}/{repeats} "
+                  f"{times[kernels][-1]:.2f} s", flush=True)
+    ratio = common.median([x / k for k, x in zip(times[True], times[False])])
+    return common.median(times[True]), common.median(times[False]), ratio
 
 
 def bench_hf(ref, prompts, new_tokens, temperature, repeats, device="cpu"):
@@ -142,7 +173,13 @@ def main(argv=None):
     print(f"model: {args.preset} ({cfg.num_params / 1e6:.1f}M params, vocab {cfg.vocab_size}), "
           f"float32; HF attention: {args.attn}; torch on {device or '-'}")
     print(f"batch {args.batch} x prompt {args.prompt_len} tokens, {args.new_tokens} new tokens, "
-          f"median of {args.repeats} after 1 warm-up, {threads} threads per side\n")
+          f"median of {args.repeats} after 1 warm-up, {threads} threads per side")
+    chosen = None
+    if args.device == "cpu":
+        from mle_rl import sampling
+        chosen = sampling.cpu_decode_path(announce=False)   # measured here if not cached yet
+        print(f"our decode path on this machine: {chosen.line}")
+    print()
 
     modes = [("sample T=1", 1.0)] + ([("greedy", 0.0)] if args.greedy else [])
     n_tok = args.batch * args.new_tokens
@@ -165,6 +202,9 @@ def main(argv=None):
     print(f"CPU-seconds ratio (transformers / ours): {rows[0][4]:.2f}x (with --cores 1 this is "
           "robust to other load on the machine)")
 
+    if args.device == "cpu" and not args.no_paths:
+        paths_report(model, prompts, args, modes, chosen)
+
     if args.split:
         t_pre = bench_split(model, prompts, args.new_tokens, args.repeats)
         t_all = args.batch * args.new_tokens / rows[0][1]
@@ -172,6 +212,26 @@ def main(argv=None):
         print(f"ours split: prefill {1000 * t_pre:.1f} ms; decode loop "
               f"{1000 * (t_all - t_pre):.0f} ms = {1000 * (t_all - t_pre) / steps:.2f} ms/step")
     return 0
+
+
+def paths_report(model, prompts, args, modes, chosen):
+    """Our two CPU decode paths against each other, interleaved, and the one chosen here."""
+    from mle_rl.models import cpu_kernels
+    print("\n== our CPU decode paths: native kernels vs XLA (interleaved pairs) ==")
+    if not cpu_kernels.available():
+        why = cpu_kernels._state.get("error") or f"{cpu_kernels.ENV_SWITCH}=off"
+        print(f"  skipped: the native kernels are unavailable here ({why.splitlines()[0]})")
+        return
+    n_tok = args.batch * args.new_tokens
+    rows = []
+    for name, temp in modes:
+        print(f"  [{name}]", flush=True)
+        rows.append((name, *bench_paths(model, prompts, args.new_tokens, temp, args.repeats)))
+    print(f"\n{'mode':<12}{'kernels tok/s':>15}{'XLA tok/s':>12}{'kernels / XLA':>15}")
+    for name, t_k, t_x, ratio in rows:
+        print(f"{name:<12}{n_tok / t_k:>15.0f}{n_tok / t_x:>12.0f}{ratio:>14.2f}x")
+    print("(kernels / XLA: the median over pairs of XLA's time / the kernels' time)")
+    print(f"chosen on this machine: {chosen.line}")
 
 
 if __name__ == "__main__":

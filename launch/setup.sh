@@ -9,7 +9,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 # g++ builds the native CPU decode kernels on first use (mle_rl/models/cpu_kernels.py);
-# without it sampling on CPU falls back to the slower XLA path.
+# without it sampling on CPU uses the XLA path (faster than the kernels on some CPUs: the
+# end of this script says which one this machine uses).
 command -v g++ >/dev/null 2>&1 || command -v c++ >/dev/null 2>&1 || need+=(g++)
 compgen -G "/usr/lib*/libtcmalloc_minimal.so.4" >/dev/null \
   || compgen -G "/usr/lib/*/libtcmalloc_minimal.so.4" >/dev/null || need+=(libtcmalloc-minimal4)
@@ -21,7 +22,7 @@ if [ ${#need[@]} -gt 0 ]; then
     echo "[setup] WARNING: cannot install ${need[*]} here (no apt-get or not root). Without" \
          "bubblewrap generated code does not run at all (the sandbox fails closed); without" \
          "tcmalloc training and sampling on CPU are slower (glibc malloc); without g++" \
-         "sampling on CPU uses the slower XLA path." >&2
+         "sampling on CPU always uses the XLA path (no native kernels)." >&2
   fi
 fi
 
@@ -39,3 +40,10 @@ import jax
 print(f"[setup] ok: jax {jax.__version__} on {jax.devices()[0].platform}, {jax.device_count()} device(s)")
 PY
 check_bwrap || echo "[setup] the rest of the setup is done; fix bubblewrap before running jobs." >&2
+# Which path decodes float32 sampling on CPU here: the native kernels or XLA, whichever is
+# faster on this machine (mle_rl/models/decode_path.py: measured once, 15-45 s, and cached
+# beside the kernels; a second run reads it). Without a compiler: XLA, and it says why.
+JAX_PLATFORMS=cpu "$PY" -c 'from mle_rl import sampling
+print("[setup] CPU decode path:", sampling.cpu_decode_path(announce=False).line)' \
+  || echo "[setup] WARNING: the CPU decode path was not decided (see above); the first" \
+          "process that samples on CPU decides it." >&2

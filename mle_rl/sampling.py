@@ -30,15 +30,17 @@ import numpy as np
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from mle_rl.models import cpu_kernels
+from mle_rl.models import cpu_kernels, decode_path
 from mle_rl.models import sharding as shd
 
 MIN_PROMPT_BUCKET = 16
 MIN_GEN_BUCKET = 16
 FUSE_DECODE = True    # decode steps use concatenated q|k|v and gate|up kernels
-# Single-device float32 decoding on CPU runs each step's attention and matmuls in the
-# native kernels (`models/cpu_kernels.py`) when they build here; False keeps the XLA path.
-CPU_DECODE_KERNEL = True
+# Single-device float32 decoding on CPU: each step's attention and matmuls in the native
+# kernels (`models/cpu_kernels.py`) or in XLA. None: MLE_RL_CPU_KERNELS decides (auto: the
+# faster one, measured once per machine, `models/decode_path.py`); True: the kernels when
+# they build; False: XLA.
+CPU_DECODE_KERNEL = None
 FIRST_WINDOW = 64     # generation slots of the first decode phase (see _next_window)
 
 # Number of times each jitted function was traced (== compiled) in this process.
@@ -271,10 +273,16 @@ def _next_window(w: int) -> int:
     return w * 3 // 2 if w & (w - 1) == 0 else w * 4 // 3
 
 
-def _use_decode_kernel(model, state, mesh) -> bool:
-    """The native kernels serve float32 decoding on one CPU device (no mesh, no sharded
-    parameters); everything else keeps the XLA path."""
-    if not CPU_DECODE_KERNEL or mesh is not None or model.dtype != jnp.float32:
+def cpu_decode_path(announce: bool = True) -> decode_path.Choice:
+    """Which path decodes float32 sampling on one CPU device in this process (`.kernels`,
+    `.line`): CPU_DECODE_KERNEL, else MLE_RL_CPU_KERNELS (auto: measured once per machine)."""
+    return decode_path.choose(generate, CPU_DECODE_KERNEL, announce)
+
+
+def _use_decode_kernel(model, state, mesh, force=None) -> bool:
+    """The native kernels may serve float32 decoding on one CPU device (no mesh, no
+    sharded parameters): when `force` (else `cpu_decode_path()`) says so and they build."""
+    if force is False or mesh is not None or model.dtype != jnp.float32:
         return False
     devices = set()
     for leaf in jax.tree.leaves(state):
@@ -283,7 +291,8 @@ def _use_decode_kernel(model, state, mesh) -> bool:
             return False
     if [d.platform for d in devices] != ["cpu"]:
         return False
-    return cpu_kernels.available()
+    kernels = cpu_decode_path().kernels if force is None else force
+    return kernels and cpu_kernels.available()
 
 
 @functools.partial(jax.jit, static_argnames=("extra", "cache_sharding"))
@@ -297,12 +306,14 @@ def _grow(cache, key_valid, *, extra, cache_sharding):
 
 def generate(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, rng,
              temperature: float = 1.0, top_p: float = 1.0, eos_ids: Sequence[int] = (),
-             pad_id: int = 0, mesh: Optional[jax.sharding.Mesh] = None) -> SampleOutput:
+             pad_id: int = 0, mesh: Optional[jax.sharding.Mesh] = None,
+             decode_kernel: Optional[bool] = None) -> SampleOutput:
     """Sample continuations of ragged `prompts` (lists of token ids) from `model`.
 
     rng: a `jax.random` key or an int seed. temperature=0 is greedy. With `mesh`, the batch
     is sharded over its data axis (parameters stay wherever the model's are: shard them with
-    `models.sharding.shard_model` on the learner's mesh).
+    `models.sharding.shard_model` on the learner's mesh). decode_kernel: True/False forces
+    the native CPU kernels / XLA for float32 on one CPU device; None: `cpu_decode_path()`.
     """
     if not prompts:
         raise ValueError("generate: no prompts given.")
@@ -341,7 +352,8 @@ def generate(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, rn
     logits, cache, key_valid = _prefill(graphdef, state, tokens, mask, gen_len=window,
                                         cache_sharding=cache_sh)
     greedy = temperature == 0
-    packed = _packed_weights(graphdef, state) if _use_decode_kernel(model, state, mesh) else None
+    kernels = _use_decode_kernel(model, state, mesh, decode_kernel)
+    packed = _packed_weights(graphdef, state) if kernels else None
     eos = jnp.asarray(list(eos_ids) or [-1], jnp.int32)
     out_tok, out_lp, out_mask = map(put, (np.full((b, g), pad_id, np.int32),
                                           np.zeros((b, g), np.float32), np.zeros((b, g), bool)))

@@ -9,6 +9,11 @@ import tempfile
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The native CPU decode kernels whenever they build (as before the decode path was measured
+# per machine, models/decode_path.py): the sampler's tests then exercise the same path on
+# every machine, and no test process times the two paths (~15 s, under the other worker's
+# load) or caches a decision for the machine. tests/test_decode_path.py tests the choice.
+os.environ.setdefault("MLE_RL_CPU_KERNELS", "on")
 # One persistent XLA compilation cache for this test session, fresh each session: the
 # trainer tests start experiments/run.py ~15 times with the same model and shapes, and
 # each start compiled the same sampler and learner step again (~16 s each). Subprocesses

@@ -19,8 +19,17 @@ process loads a half-written or truncated library. If there is no compiler or th
 reported unavailable once (a warning with the compiler's output) and callers fall back to
 XLA. Before building, `check_ffi_headers` checks that jaxlib ships the FFI headers, with
 the API version the source was written for; if not, that warning is one line naming the
-jaxlib found and the one pinned in constraints.txt. `MLE_RL_CPU_KERNELS=0` turns the
-kernels off.
+jaxlib found and the one pinned in constraints.txt.
+
+Which path decodes: the kernels are not faster everywhere (1.53x the XLA path on one
+machine, 0.7-1.0x on a 2-core AMD EPYC), so by default each machine measures it, once.
+`decode_path.py` runs a short interleaved A/B of whole sampling calls (~15-45 s) when the
+library is first built or found here and caches the decision beside it (a JSON file named
+after the library and the number of cores; a new source, compiler, jaxlib, jax or CPU
+decides again). `MLE_RL_CPU_KERNELS` (`switch()`): `auto` (default: measured), `1`|`on`
+(the kernels whenever they build), `0`|`off` (XLA; the kernels are not even built).
+`sampling.CPU_DECODE_KERNEL = True|False` and `generate(..., decode_kernel=)` force a
+path from code.
 """
 
 from __future__ import annotations
@@ -61,6 +70,7 @@ PANEL = 16   # columns per packed panel (kPanel in cpu_kernels.cc)
 
 _lock = threading.Lock()
 _state: dict = {}   # "ok": bool once decided; "error": why not; "lib": the loaded library
+_bad_switches: set = set()   # unknown MLE_RL_CPU_KERNELS values already warned about
 
 
 class KernelBuildError(RuntimeError):
@@ -219,11 +229,33 @@ def _intact(lib: Path, digest: Path) -> bool:
         return False
 
 
+SWITCH_VALUES = {"0": "off", "off": "off", "1": "on", "on": "on", "auto": "auto", "": "auto"}
+
+
+def switch() -> str:
+    """`MLE_RL_CPU_KERNELS` as 'off' (0|off), 'on' (1|on) or 'auto' (the default: the
+    decode path is measured, see decode_path.py). Another value: one warning, 'auto'."""
+    raw = os.environ.get(ENV_SWITCH, "auto")
+    value = SWITCH_VALUES.get(raw.strip().lower())
+    if value is None:
+        if raw not in _bad_switches:
+            _bad_switches.add(raw)
+            log.warning("mle_rl: %s=%r is not one of 0|off, 1|on, auto; using auto.",
+                        ENV_SWITCH, raw)
+        value = "auto"
+    return value
+
+
+def library_path():
+    """The loaded library's path (after `available()` returned True), else None."""
+    return _state.get("path")
+
+
 def available() -> bool:
-    """True when the kernels are built, loaded and registered with jax.
-    Decided once per process; a failure (no compiler, a failed build, a library that does
-    not load) is logged once and means False."""
-    if os.environ.get(ENV_SWITCH, "1") == "0":
+    """True when the kernels are built, loaded and registered with jax (never with
+    `MLE_RL_CPU_KERNELS=0|off`). Decided once per process; a failure (no compiler, a failed
+    build, a library that does not load) is logged once and means False."""
+    if switch() == "off":
         return False
     with _lock:
         if "ok" not in _state:
