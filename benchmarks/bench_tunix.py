@@ -111,6 +111,8 @@ def parse_args(argv=None):
                     help=f"Tunix's venv (created when missing); default ${ENV_VENV} or "
                          f"{DEFAULT_VENV}")
     ap.add_argument("--setup-only", action="store_true", help="create the Tunix venv and exit")
+    ap.add_argument("--windows", choices=("fine", "double", "two"), default=None,
+                    help="our decode phases (sampling.DECODE_WINDOWS; default: the library's)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # our side
     ap.add_argument("--ckpt", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -305,6 +307,8 @@ def ours_worker(args) -> int:
         from mle_rl.models import cpu_kernels, hf, qwen2
         from mle_rl.runtime import allocator
 
+        if args.windows:
+            sampling.DECODE_WINDOWS = args.windows
         spec = args.models[0]
         hf.save(qwen2.init_model(model_config(spec), seed=args.seed), args.ckpt)
         model = hf.load(args.ckpt, dtype=jnp.float32)
@@ -319,7 +323,8 @@ def ours_worker(args) -> int:
                 "devices": str(jax.devices()), "python": sys.version.split()[0],
                 "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
                 "allocator": allocator.loaded() or "glibc malloc",
-                "decode": "native C++ kernels" if kernels else "XLA",
+                "decode": ("native C++ kernels" if kernels else "XLA")
+                + f", {sampling.DECODE_WINDOWS} phases",
                 "params": model.config.num_params}
     except Exception as e:  # noqa: BLE001 - reported to the orchestrator
         peer_worker.fail_startup(proto, e)
@@ -418,7 +423,9 @@ def bench_model(args, spec: ModelSpec, tunix_python, workdir: pathlib.Path, env)
         t0 = time.perf_counter()
         ours = Side("ours", [sys.executable, str(HERE / "bench_tunix.py"), "--worker",
                              "--ckpt", str(ckpt), "--models", spec.label, "--seed",
-                             str(args.seed), *common_argv], env, workdir / "ours.log")
+                             str(args.seed), *common_argv,
+                             *(["--windows", args.windows] if args.windows else [])],
+                     env, workdir / "ours.log")
         sides.append(ours)
         print(f"  ours: checkpoint written and loaded in {time.perf_counter() - t0:.1f} s; "
               f"{ours.info}", flush=True)

@@ -55,6 +55,8 @@ def main(argv):
     except config.ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    from mle_rl.runtime import compile_cache
+    compile_cache.enable()    # compiled executables reused across processes
     try:
         tasks = {t: env_tasks.get_task(t, mlebench_dir=FLAGS.mlebench_dir,
                                        cache_dir=FLAGS.cache_dir, task_dir=FLAGS.task_dir)

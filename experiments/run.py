@@ -28,6 +28,8 @@ def main(argv):
     except config.ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    from mle_rl.runtime import compile_cache
+    compile_cache.enable()    # compiled executables reused across processes
     from mle_rl.runtime import distributed
     distributed.initialize(cfg)
     from mle_rl.io.checkpoint import CheckpointError

@@ -66,6 +66,8 @@ def main(argv):
     except config.ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    from mle_rl.runtime import compile_cache
+    compile_cache.enable()    # compiled executables reused across processes
     settings = pipeline.WarmStartSettings(
         task_ids=tuple(_TASKS.value), holdout_tasks=tuple(_HOLDOUT.value),
         n_per_task=_N.value, generated=_GEN.value, per_generated=_PER_GEN.value,

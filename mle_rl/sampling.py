@@ -261,16 +261,21 @@ def _packed_weights(graphdef, state):
     return jax.tree.map(cpu_kernels.pack, fused), cpu_kernels.pack(head)
 
 
-FINE_WINDOWS = True   # phases per `_next_window`; False doubles each phase
+# How the decode phases grow (each phase is one more compilation, cached afterwards):
+# "fine": 64, 128, 192, 256, 384, 512, 768, ... slots (x1.5 then x4/3 from 128 on: a step
+# attends over ~1.2x the filled slots); "double": 64, 128, 256, ... (~1.33x); "two": the
+# first window, then the whole generation bucket (2 compilations at most, as one
+# full-length loop plus a short first phase; later steps attend over the whole cache).
+DECODE_WINDOWS = "fine"
 
 
-def _next_window(w: int) -> int:
-    """Generation slots of the next decode phase: 64, 128, 192, 256, 384, 512, 768, ...
-    (x1.5 then x4/3 from 128 on), so a step attends over about 1.2x the filled slots
-    instead of 1.33x with doubling, for twice as many (cached) compilations."""
-    if not FINE_WINDOWS or w < 128:
-        return 2 * w
-    return w * 3 // 2 if w & (w - 1) == 0 else w * 4 // 3
+def _next_window(w: int, g: int) -> int:
+    """Generation slots of the phase after one of `w` slots (bucket `g`: the most)."""
+    if DECODE_WINDOWS == "two":
+        return g
+    if DECODE_WINDOWS == "double" or w < 128:
+        return min(2 * w, g)
+    return min(w * 3 // 2 if w & (w - 1) == 0 else w * 4 // 3, g)
 
 
 def cpu_decode_path(announce: bool = True) -> decode_path.Choice:
@@ -367,7 +372,7 @@ def generate(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, rn
             use_top_p=(not greedy and top_p < 1.0), cache_sharding=cache_sh, packed=packed)
         if stop >= max_new_tokens or bool(jax.device_get(jnp.all(done))):
             break
-        start, new_window = stop, min(_next_window(window), g)
+        start, new_window = stop, _next_window(window, g)
         cache, key_valid = _grow(cache, key_valid, extra=new_window - window,
                                  cache_sharding=cache_sh)
         window = new_window
@@ -385,7 +390,7 @@ def phase_windows(max_new_tokens: int) -> list:
     g = bucket(max_new_tokens, MIN_GEN_BUCKET)
     windows = [min(FIRST_WINDOW, g)]
     while windows[-1] < max_new_tokens:
-        windows.append(min(_next_window(windows[-1]), g))
+        windows.append(_next_window(windows[-1], g))
     return windows
 
 

@@ -58,7 +58,9 @@ def test_fsdp_splits_the_state_over_the_devices():
     assert sizes["tp"] < whole / 2
 
 
-def test_phase_windows_are_the_phases_generate_runs(monkeypatch):
+@pytest.mark.parametrize("mode,count", [("fine", 6), ("double", 4), ("two", 2)])
+def test_phase_windows_are_the_phases_generate_runs(monkeypatch, mode, count):
+    monkeypatch.setattr(sampling, "DECODE_WINDOWS", mode)
     grown = []
     real_grow = sampling._grow
     monkeypatch.setattr(sampling, "_grow", lambda *a, extra, **k: (
@@ -68,6 +70,8 @@ def test_phase_windows_are_the_phases_generate_runs(monkeypatch):
     windows = sampling.phase_windows(100)
     assert windows[0] == sampling.FIRST_WINDOW and windows[-1] >= 100
     assert grown == list(np.diff(windows))
+    long = sampling.phase_windows(512)            # "two": two compilations at any length
+    assert len(long) == count and long[0] == sampling.FIRST_WINDOW and long[-1] == 512
 
 
 def test_sampler_lowers_on_a_mesh_with_abstract_parameters():

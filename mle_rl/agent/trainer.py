@@ -46,6 +46,7 @@ from mle_rl.agent.actors import ActionDone, ActionRequest, ActorPool
 from mle_rl.agent.batch_metrics import batch_metrics
 from mle_rl.agent.prompt_sources import Archive, draw_prompts, signed
 from mle_rl.agent.update_guard import SkipGuard, TrainingDiverged
+from mle_rl.runtime.compile_cache import CompileLog
 from mle_rl import config
 from mle_rl.config import RunConfig
 from mle_rl.env import families
@@ -65,6 +66,8 @@ class Trainer:
     def __init__(self, cfg: RunConfig, log=print, *, work_fn: Optional[str] = None,
                  work_kwargs: Optional[dict] = None):
         self.cfg, self.log = cfg, log
+        self.compiles = CompileLog.get()   # per update: compilations since the last one
+        self.compiles.take()
         self.work_fn, self.extra_work_kwargs = work_fn, dict(work_kwargs or {})
         self.workdir = pathlib.Path(cfg.workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -258,6 +261,8 @@ class Trainer:
             wall=time.monotonic() - self._t_start))
         if f"best_score/{self.cfg.env.tasks[0]}" in m:
             m["best_score"] = m[f"best_score/{self.cfg.env.tasks[0]}"]
+        m["compiles"], compile_s = self.compiles.take()
+        m["compile_s"] = round(compile_s, 3)
         m["dropped_groups"] = self.buffer.counters["dropped_groups"]
         if m["dropped_groups"] > self.counters["dropped_groups_logged"]:
             self.log(f"[update {self.step}] dropped {m['dropped_groups']} stale prompt "
@@ -396,6 +401,7 @@ class Trainer:
             "best": self.best, "actions_done": self.counters["actions_done"],
             "families": dict(self.family_counts),
             "statuses": {k[7:]: v for k, v in self.counters.items() if k.startswith("status_")},
+            "compiles": self.compiles.total[0], "compile_s": round(self.compiles.total[1], 2),
         }
         tmp = self.workdir / f"summary.json.tmp-{os.getpid()}"    # whole, even under kill -9
         tmp.write_text(json.dumps(summary, indent=2))
