@@ -6,7 +6,10 @@ minute compiling). JAX can keep compiled executables on disk and load them in th
 process: `enable()` points it at `~/.cache/mle_rl/jax_cache` (under $MLE_RL_CACHE when
 set), for every compilation of at least MIN_COMPILE_S, capped at MAX_BYTES (least recently
 used entries go first). `MLE_RL_JAX_CACHE=DIR` moves it, `=off` turns it off; a
-`JAX_COMPILATION_CACHE_DIR` already set (the test session's) is kept. The cache key holds
+`JAX_COMPILATION_CACHE_DIR` already set (the test session's) is kept as its owner set it,
+uncapped unless they capped it: with a cap, JAX keeps an access-time file beside every
+entry and reads them all when it evicts, so a capped process sharing a directory with
+uncapped ones (which write no such files) fails its writes. The cache key holds
 the program, the compile options, the backend, jax/jaxlib versions and the devices, so an
 entry is only reused where it was compiled for; an unreadable entry is compiled again.
 
@@ -43,25 +46,28 @@ def enable(path: Optional[str] = None) -> Optional[str]:
     choice = os.environ.get(ENV, "")
     if choice.lower() in ("off", "0", "false", "none"):
         return None
-    where = os.environ.get("JAX_COMPILATION_CACHE_DIR") or path or choice or str(default_dir())
+    theirs = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    where = theirs or path or choice or str(default_dir())
     try:
         pathlib.Path(where).mkdir(parents=True, exist_ok=True)
     except OSError:
         return None                   # an unwritable cache only costs compilations
     os.environ["JAX_COMPILATION_CACHE_DIR"] = where
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", str(MIN_COMPILE_S))
+    if not theirs:                    # our directory: capped, and so are our children
+        os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(MAX_BYTES))
     import sys
     if "jax" in sys.modules:          # already imported: its config read the old environment
         import jax
         jax.config.update("jax_compilation_cache_dir", where)
         jax.config.update("jax_persistent_cache_min_compile_time_secs",
                           float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
-        try:
-            jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
-        except Exception:  # noqa: BLE001 - an older jax without the option: no cap
-            pass
-    else:
-        os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(MAX_BYTES))
+        cap = os.environ.get("JAX_COMPILATION_CACHE_MAX_SIZE")
+        if cap:
+            try:
+                jax.config.update("jax_compilation_cache_max_size", int(cap))
+            except Exception:  # noqa: BLE001 - an older jax without the option: no cap
+                pass
     return where
 
 
