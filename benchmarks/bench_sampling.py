@@ -51,11 +51,7 @@ def parse_args(argv=None):
     ap.add_argument("--no-paths", action="store_true",
                     help="skip the interleaved A/B of our two CPU decode paths (kernels, XLA)")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.batch, args.new_tokens, args.repeats = 4, 64, 2
-    for name in ("batch", "prompt_len", "new_tokens", "repeats"):
-        if getattr(args, name) < 1:
-            ap.error(f"--{name.replace('_', '-')} must be >= 1.")
+    common.sampling_shape_args(ap, args)
     return args
 
 

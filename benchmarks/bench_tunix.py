@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-import common  # noqa: F401  (puts the repository root on sys.path)
+import common
 import peer_worker
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -116,11 +116,7 @@ def parse_args(argv=None):
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # our side
     ap.add_argument("--ckpt", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.quick:
-        args.batch, args.new_tokens, args.repeats = 4, 64, 2
-    for name in ("batch", "prompt_len", "new_tokens", "repeats"):
-        if getattr(args, name) < 1:
-            ap.error(f"--{name.replace('_', '-')} must be >= 1.")
+    common.sampling_shape_args(ap, args)
     try:
         args.models = [parse_model_spec(m) for m in args.models.split(",") if m.strip()]
     except ValueError as e:

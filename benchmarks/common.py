@@ -140,6 +140,16 @@ def time_runs(fn: Callable[[], object], repeats: int, warmup: int = 1,
     return times
 
 
+def sampling_shape_args(ap, args) -> None:
+    """--quick (batch 4, 64 new tokens, 2 rounds) and the >= 1 checks of the sampling
+    benchmarks' shape arguments (batch, prompt_len, new_tokens, repeats)."""
+    if args.quick:
+        args.batch, args.new_tokens, args.repeats = 4, 64, 2
+    for name in ("batch", "prompt_len", "new_tokens", "repeats"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be >= 1.")
+
+
 def median(xs):
     return statistics.median(xs)
 
