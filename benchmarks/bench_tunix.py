@@ -111,7 +111,7 @@ def parse_args(argv=None):
                     help=f"Tunix's venv (created when missing); default ${ENV_VENV} or "
                          f"{DEFAULT_VENV}")
     ap.add_argument("--setup-only", action="store_true", help="create the Tunix venv and exit")
-    ap.add_argument("--windows", choices=("fine", "double", "two"), default=None,
+    ap.add_argument("--windows", choices=("one", "fine", "double", "two"), default=None,
                     help="our decode phases (sampling.DECODE_WINDOWS; default: the library's)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # our side
     ap.add_argument("--ckpt", help=argparse.SUPPRESS)
@@ -320,7 +320,7 @@ def ours_worker(args) -> int:
                 "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
                 "allocator": allocator.loaded() or "glibc malloc",
                 "decode": ("native C++ kernels" if kernels else "XLA")
-                + f", {sampling.DECODE_WINDOWS} phases",
+                + f", decode phases {sampling.phase_windows(args.new_tokens, kernels)}",
                 "params": model.config.num_params}
     except Exception as e:  # noqa: BLE001 - reported to the orchestrator
         peer_worker.fail_startup(proto, e)

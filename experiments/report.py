@@ -339,6 +339,10 @@ def keep_files(out_dir, md_path) -> pathlib.Path:
     """Copy the demo's small result files next to the report; returns the copy's root."""
     out_dir, md_path = pathlib.Path(out_dir), pathlib.Path(md_path)
     dest = md_path.parent / f"{md_path.stem}_files"
+    for meta in ("cpu_demo.json", "ablations/ablations.json"):   # what the tables are of
+        if (out_dir / meta).is_file():
+            (dest / meta).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(out_dir / meta, dest / meta)
     for run in _demo_runs(out_dir):
         for src in [run / rel for rel in _KEEP] + sorted(run.glob("*_*.json")):
             if src.is_file():

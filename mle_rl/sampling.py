@@ -5,17 +5,14 @@ padded to a power of two (and a multiple of the mesh's data axis) and the genera
 is bucketed too, so repeated calls with similar shapes reuse the compiled functions. Weights
 are arguments of the jitted functions (never closed over); the cache made by prefill is
 donated to the decode loop, a `lax.while_loop` that stops early when every row has produced
-an EOS id. Decoding runs in phases whose cache grows (prompt + 64 generation slots, then
-128, 192, 256, 384, 512, 768, ...), so a step attends over about the filled part of the
-cache: at most 2 log2(G / 64) decode compilations per prompt bucket (6 for G = 512), each
-reused by later calls.
+an EOS id. Decoding runs in one or more phases whose cache grows (`DECODE_WINDOWS`), so a
+step attends over about the filled part of the cache; each phase is one compilation.
 
 Sampling draws one uniform per row against the cumulative (unnormalised) probabilities
-(inverse CDF, in two levels: blocks of the vocabulary, then one block), which is cheaper on
-CPU than one Gumbel draw per vocabulary entry, and the
-log-prob of the drawn token is `logit - logsumexp(logits)` (no [B, V] log-softmax). Top-p
-sorts only when `top_p < 1`. Temperature 0 is greedy. On CPU a tied LM head is laid out as
-[D, V] once per decode call (see `_decode`).
+(inverse CDF, in two levels: blocks of the vocabulary, then one block), cheaper on CPU than
+one Gumbel draw per vocabulary entry, and the log-prob of the drawn token is
+`logit - logsumexp(logits)` (no [B, V] log-softmax). Top-p sorts only when `top_p < 1`.
+Temperature 0 is greedy. On CPU a tied LM head is laid out as [D, V] once per decode call.
 """
 
 from __future__ import annotations
@@ -36,12 +33,11 @@ from mle_rl.models import sharding as shd
 MIN_PROMPT_BUCKET = 16
 MIN_GEN_BUCKET = 16
 FUSE_DECODE = True    # decode steps use concatenated q|k|v and gate|up kernels
-# Single-device float32 decoding on CPU: each step's attention and matmuls in the native
-# kernels (`models/cpu_kernels.py`) or in XLA. None: MLE_RL_CPU_KERNELS decides (auto: the
-# faster one, measured once per machine, `models/decode_path.py`); True: the kernels when
-# they build; False: XLA.
+# Single-device float32 decoding on CPU: in the native kernels (`models/cpu_kernels.py`) or
+# XLA. None: MLE_RL_CPU_KERNELS decides (auto: the faster one, measured once per machine,
+# `models/decode_path.py`); True: the kernels when they build; False: XLA.
 CPU_DECODE_KERNEL = None
-FIRST_WINDOW = 64     # generation slots of the first decode phase (see _next_window)
+FIRST_WINDOW = 64     # generation slots of the first of several decode phases
 
 # Number of times each jitted function was traced (== compiled) in this process.
 TRACE_COUNTS = {"prefill": 0, "decode": 0}
@@ -80,17 +76,18 @@ def _constrain_cache(cache, sharding):
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "gen_len", "cache_sharding"))
 def _prefill(graphdef, state, tokens, mask, *, gen_len, cache_sharding):
-    """tokens/mask [B, P] (left-padded) -> (last logits [B, V] f32, cache, key_valid [B, S])."""
+    """tokens/mask [B, P] (left-padded) -> (last logits [B, V] f32, cache, key_valid [B, S]):
+    a cache of P + gen_len slots. The prompt attends over its own P slots only; the
+    generation slots are appended after."""
     TRACE_COUNTS["prefill"] += 1
     model = nnx.merge(graphdef, state)
     b, p = tokens.shape
-    cache = _constrain_cache(model.init_cache(b, p + gen_len), cache_sharding)
-    key_valid = jnp.concatenate([mask.astype(bool), jnp.zeros((b, gen_len), bool)], axis=1)
+    cache = _constrain_cache(model.init_cache(b, p), cache_sharding)
     positions = jnp.maximum(jnp.cumsum(mask.astype(jnp.int32), axis=1) - 1, 0)
     h, cache = model.hidden_states(tokens, positions=positions, cache=cache, cache_index=0,
-                                   key_valid=key_valid)
+                                   key_valid=mask.astype(bool))
     logits = model.logits_from_hidden(h[:, -1])
-    return logits, _constrain_cache(cache, cache_sharding), key_valid
+    return (logits, *_grow(cache, mask.astype(bool), extra=gen_len, cache_sharding=cache_sharding))
 
 
 CDF_BLOCK = 128   # vocabulary entries per block of the two-level inverse-CDF draw
@@ -261,19 +258,24 @@ def _packed_weights(graphdef, state):
     return jax.tree.map(cpu_kernels.pack, fused), cpu_kernels.pack(head)
 
 
-# How the decode phases grow (each phase is one more compilation, cached afterwards):
-# "fine": 64, 128, 192, 256, 384, 512, 768, ... slots (x1.5 then x4/3 from 128 on: a step
-# attends over ~1.2x the filled slots); "double": 64, 128, 256, ... (~1.33x); "two": the
-# first window, then the whole generation bucket (2 compilations at most, as one
-# full-length loop plus a short first phase; later steps attend over the whole cache).
-DECODE_WINDOWS = "fine"
+# Decode phases (one compilation each): "one": the whole generation bucket; "fine": 64,
+# 128, 192, 256, 384, 512, 768, ... slots (a step attends over ~1.2x the filled slots);
+# "double": 64, 128, 256, ...; "two": the first window, then the whole bucket. "auto": "one"
+# where the native kernels decode (their attention stops at the query's slot: a step costs
+# the filled part of any cache), else "fine" (XLA attends over the whole cache: "one"
+# compiles 6x faster but decodes 13-18% slower). Figures: benchmarks/README.md.
+DECODE_WINDOWS = "auto"
 
 
-def _next_window(w: int, g: int) -> int:
-    """Generation slots of the phase after one of `w` slots (bucket `g`: the most)."""
-    if DECODE_WINDOWS == "two":
+def _next_window(w: int, g: int, kernels: bool = False) -> int:
+    """Generation slots of the phase after one of `w` slots (0: the first phase; bucket
+    `g`: the most), with the native kernels decoding or not."""
+    mode = DECODE_WINDOWS if DECODE_WINDOWS != "auto" else ("one" if kernels else "fine")
+    if w == 0:
+        return g if mode == "one" else min(FIRST_WINDOW, g)
+    if mode in ("one", "two"):
         return g
-    if DECODE_WINDOWS == "double" or w < 128:
+    if mode == "double" or w < 128:
         return min(2 * w, g)
     return min(w * 3 // 2 if w & (w - 1) == 0 else w * 4 // 3, g)
 
@@ -351,13 +353,12 @@ def generate(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, rn
     cache_sh = _cache_sharding(mesh, cfg.num_kv_heads)
     put = (lambda x: jax.device_put(x, shd.batch_sharding(mesh, x.ndim))) if mesh else jnp.asarray
     tokens, mask, prompt_lens, done = map(put, (tokens, mask, prompt_lens, done))
-    # Decode in phases whose cache grows (prompt + 64, + 128, ... slots): each step attends
-    # over about the filled part of the cache, not over all prompt + generation slots.
-    window = min(FIRST_WINDOW, g)
+    # Decode in phases whose cache grows (DECODE_WINDOWS), from the prefill's first window.
+    kernels = _use_decode_kernel(model, state, mesh, decode_kernel)
+    window = _next_window(0, g, kernels)
     logits, cache, key_valid = _prefill(graphdef, state, tokens, mask, gen_len=window,
                                         cache_sharding=cache_sh)
     greedy = temperature == 0
-    kernels = _use_decode_kernel(model, state, mesh, decode_kernel)
     packed = _packed_weights(graphdef, state) if kernels else None
     eos = jnp.asarray(list(eos_ids) or [-1], jnp.int32)
     out_tok, out_lp, out_mask = map(put, (np.full((b, g), pad_id, np.int32),
@@ -372,7 +373,7 @@ def generate(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, rn
             use_top_p=(not greedy and top_p < 1.0), cache_sharding=cache_sh, packed=packed)
         if stop >= max_new_tokens or bool(jax.device_get(jnp.all(done))):
             break
-        start, new_window = stop, _next_window(window, g)
+        start, new_window = stop, _next_window(window, g, kernels)
         cache, key_valid = _grow(cache, key_valid, extra=new_window - window,
                                  cache_sharding=cache_sh)
         window = new_window
@@ -385,24 +386,23 @@ def generate(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, rn
                         lengths=out_mask.sum(1).astype(np.int32))
 
 
-def phase_windows(max_new_tokens: int) -> list:
-    """Generation slots of each decode phase `generate` runs for `max_new_tokens`."""
+def phase_windows(max_new_tokens: int, kernels: bool = False) -> list:
+    """Generation slots of each decode phase `generate` runs for `max_new_tokens` (with
+    the native kernels decoding or not)."""
     g = bucket(max_new_tokens, MIN_GEN_BUCKET)
-    windows = [min(FIRST_WINDOW, g)]
+    windows = [_next_window(0, g, kernels)]
     while windows[-1] < max_new_tokens:
-        windows.append(_next_window(windows[-1], g))
+        windows.append(_next_window(windows[-1], g, kernels))
     return windows
 
 
 def lower(model, *, batch: int, prompt_len: int, max_new_tokens: int, mesh=None,
           top_p: float = 1.0) -> dict:
-    """`generate`'s jitted functions lowered ahead of time for `batch` prompts of up to
-    `prompt_len` tokens and `max_new_tokens`, with the shapes and shardings `generate`
-    gives them (`model` may be abstract: `nnx.eval_shape`, parameters already carrying
-    their shardings). -> {"prefill", "grow" (into the last phase; absent with one phase),
-    "decode" (the last phase: the largest cache)}: `jax.stages.Compiled`, compiled one
-    after the other so each takes the previous one's output shardings. The XLA path only
-    (the native CPU kernels serve single-device float32 runs)."""
+    """`generate`'s jitted functions (XLA path) compiled ahead of time for `batch` prompts
+    of up to `prompt_len` tokens and `max_new_tokens`, with `generate`'s shapes and
+    shardings (`model` may be abstract: `nnx.eval_shape`, parameters carrying their
+    shardings) -> {"prefill", "grow" (into the last phase; absent with one phase), "decode"
+    (the last phase)}: `jax.stages.Compiled`, each taking the last one's output shardings."""
     cfg = model.config
     graphdef, state = nnx.split(model)
     b = bucket(batch, 1)

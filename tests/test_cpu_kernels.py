@@ -70,18 +70,35 @@ def test_kernel_matches_xla_attention(kernel, shape):
     b, kv, groups, hd, s = shape
     attn = _attention(kv, groups, hd)
     q, k_t, v, valid = _inputs(b, kv, groups, hd, s, seed=sum(shape))
-    for slot in (s - 1, s // 2):                       # keys past the slot are masked
+    for slot in (s - 1, s // 2, 0):                    # keys past the slot are masked
         query_slot = jnp.asarray([slot])
         ref = jax.jit(lambda *a: attn._attend(*a, keys_transposed=True))(
             q, k_t, v, valid, query_slot)
         got = jax.jit(lambda *a: attn._attend(*a, keys_transposed=True, decode_kernel=True))(
             q, k_t, v, valid, query_slot)
         assert got.shape == ref.shape == (b, kv, groups, 1, hd)
-        np.testing.assert_allclose(np.asarray(got), np.asarray(ref), atol=2e-5, rtol=1e-5)
-        # the masked row is the plain mean of every value (uniform weights)
+        # Rows with a valid key: the same as XLA's softmax over every slot.
+        np.testing.assert_allclose(np.asarray(got[:-1]), np.asarray(ref[:-1]), atol=2e-5,
+                                   rtol=1e-5)
+        # The row with every key masked: the plain mean of the values of slots [0, slot]
+        # (uniform weights; the kernel does not read past the slot, where XLA averages all
+        # slots: the sampler never makes such a row, a row's own token is valid).
         np.testing.assert_allclose(np.asarray(got[-1, :, :, 0]),
-                                   np.broadcast_to(np.asarray(v[-1]).mean(1)[:, None],
+                                   np.broadcast_to(np.asarray(v[-1, :, :slot + 1]).mean(1)[:, None],
                                                    (kv, groups, hd)), atol=1e-5)
+
+
+@needs_kernel
+def test_kernel_never_reads_past_the_slot(kernel):
+    q, k_t, v, valid = _inputs(2, 2, 3, 16, 64, seed=5)
+    slot = 20
+    attend = jax.jit(lambda *a: cpu_kernels.decode_attention(*a, -1e30))
+    ref = attend(q[:, :, :, 0], k_t, v, valid, slot)
+    k_bad, v_bad = np.asarray(k_t).copy(), np.asarray(v).copy()
+    k_bad[..., slot + 1:] = np.nan          # a NaN read anywhere would spread to the output
+    v_bad[:, :, slot + 1:] = np.nan
+    got = attend(q[:, :, :, 0], jnp.asarray(k_bad), jnp.asarray(v_bad), valid, slot)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(ref))
 
 
 @needs_kernel
@@ -121,11 +138,15 @@ def test_sampler_uses_kernels_and_matches_uncached_forward(kernel, monkeypatch, 
         monkeypatch.setattr(sampling, "CPU_DECODE_KERNEL", flag)
         sampling._DECODE_JITS.clear()       # trace again, so the counter sees the trace
         calls.clear()
+        traced = sampling.TRACE_COUNTS["decode"]
         out = sampling.generate(model, prompts, max_new_tokens=70, rng=3, temperature=0.0)
         # per decode phase traced: one attention per layer; 4 projections per layer + head
         attn, mm = calls.count("decode_attention"), calls.count("packed_matmul")
         assert (attn > 0) == flag and len(calls) == attn + mm
         assert mm * cfg.num_layers == attn * (4 * cfg.num_layers + 1)
+        # DECODE_WINDOWS "auto": the kernels decode all 70 tokens in one phase (their
+        # attention stops at each step's slot); XLA in two (64 slots, then 128).
+        assert sampling.TRACE_COUNTS["decode"] - traced == (1 if flag else 2)
     sampling._DECODE_JITS.clear()
     assert len(set(out.tokens.ravel().tolist())) > 8            # not a constant path
     for i, prompt in enumerate(prompts):

@@ -316,6 +316,11 @@ def test_family_phases_and_cpu_demo_report(tmp_path):
                 "cross/seed1/after_t-auc.json"):
         assert (kept / rel).is_file(), rel
     assert "](cpu_demo_files/t-auc/seed0/rl/reward_curve.png)" in md
+    # The kept copy is enough to rebuild the tables (the runs themselves are large).
+    assert (kept / "cpu_demo.json").is_file()
+    again = tmp_path / "again" / "cpu_demo.md"
+    assert report.main(["cpu_demo", f"--out_dir={kept}", f"--out={again}"]) == 0
+    assert _row(again.read_text(), "t-auc") == row
 
 
 # ----------------------------------------------------------------------------- accelerator_check

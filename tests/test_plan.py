@@ -58,20 +58,30 @@ def test_fsdp_splits_the_state_over_the_devices():
     assert sizes["tp"] < whole / 2
 
 
-@pytest.mark.parametrize("mode,count", [("fine", 6), ("double", 4), ("two", 2)])
+@pytest.mark.parametrize("mode,count", [("fine", 6), ("double", 4), ("two", 2), ("one", 1)])
 def test_phase_windows_are_the_phases_generate_runs(monkeypatch, mode, count):
     monkeypatch.setattr(sampling, "DECODE_WINDOWS", mode)
     grown = []
     real_grow = sampling._grow
-    monkeypatch.setattr(sampling, "_grow", lambda *a, extra, **k: (
-        grown.append(extra), real_grow(*a, extra=extra, **k))[1])
+    monkeypatch.setattr(sampling, "_grow", lambda cache, key_valid, extra, **k: (
+        # growths between phases (not the one traced into the prefill program)
+        isinstance(key_valid, jax.core.Tracer) or grown.append(extra),
+        real_grow(cache, key_valid, extra=extra, **k))[1])
     model = qwen2.init_model(mcfg.micro())
     sampling.generate(model, [[1, 2, 3]], max_new_tokens=100, rng=0, temperature=0.0)
     windows = sampling.phase_windows(100)
-    assert windows[0] == sampling.FIRST_WINDOW and windows[-1] >= 100
+    first = 128 if mode == "one" else sampling.FIRST_WINDOW       # "one": the whole bucket
+    assert windows[0] == first and windows[-1] >= 100
     assert grown == list(np.diff(windows))
     long = sampling.phase_windows(512)            # "two": two compilations at any length
-    assert len(long) == count and long[0] == sampling.FIRST_WINDOW and long[-1] == 512
+    assert len(long) == count and long[-1] == 512
+    assert long[0] == (512 if mode == "one" else sampling.FIRST_WINDOW)
+
+
+def test_auto_phases_follow_the_decode_path(monkeypatch):
+    monkeypatch.setattr(sampling, "DECODE_WINDOWS", "auto")
+    assert sampling.phase_windows(512, kernels=True) == [512]
+    assert sampling.phase_windows(512, kernels=False) == [64, 128, 192, 256, 384, 512]
 
 
 def test_sampler_lowers_on_a_mesh_with_abstract_parameters():

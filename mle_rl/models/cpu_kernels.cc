@@ -5,9 +5,10 @@
 //   k_t   [B, KV, HD, S] f32   the key cache, transposed (the sampler's layout)
 //   v     [B, KV, S, HD] f32   the value cache
 //   valid [B, S] pred          cache slots that hold real tokens
-//   slot  [1] s32              the query's slot: keys past it are masked (causal)
+//   slot  [1] s32              the query's slot: keys past it are masked (causal), never read
 // -> out  [B, KV, G, HD] f32 = softmax(masked q . K^T) . V, with masked scores set to
-// `mask_value` (finite) exactly as the XLA path in qwen2.py does.
+// `mask_value` (finite) as the XLA path in qwen2.py does (a row with no valid key averages
+// the values of slots [0, slot], where XLA averages every slot; the sampler makes none).
 //
 // Why: XLA:CPU runs these two batched products as one small GEMM per (row, kv head), and
 // fuses the q.K^T producer into both the max and the exp-sum of the softmax (computing it
@@ -97,25 +98,28 @@ void attend_one(const float* q, const float* kt, const float* v, const bool* val
                 int64_t last_slot, const Shape& sh, float mask_value, float* scores,
                 float* out) {
   const int64_t G = sh.g, HD = sh.hd, S = sh.s;
-  small_product(q, HD, kt, S, G, HD, S, scores, S);          // scores = q . K^T
+  // Keys past the query's slot are masked (causal): only slots [0, E) are read, so a step
+  // costs the filled part of the cache however large the cache is.
+  const int64_t E = std::max<int64_t>(1, std::min<int64_t>(S, last_slot + 1));
+  small_product(q, HD, kt, S, G, HD, E, scores, E);          // scores = q . K^T
   for (int64_t g = 0; g < G; ++g) {
-    float* sc = scores + g * S;
+    float* sc = scores + g * E;
     float m = -3.4e38f;
-    for (int64_t s = 0; s < S; ++s) {
-      const float x = (valid[s] && s <= last_slot) ? sc[s] : mask_value;
+    for (int64_t s = 0; s < E; ++s) {
+      const float x = valid[s] ? sc[s] : mask_value;
       sc[s] = x;
       m = std::max(m, x);
     }
     float total = 0.0f;
-    for (int64_t s = 0; s < S; ++s) {
+    for (int64_t s = 0; s < E; ++s) {
       const float e = std::exp(sc[s] - m);
       sc[s] = e;
       total += e;
     }
     const float inv = 1.0f / total;
-    for (int64_t s = 0; s < S; ++s) sc[s] *= inv;
+    for (int64_t s = 0; s < E; ++s) sc[s] *= inv;
   }
-  small_product(scores, S, v, HD, G, S, HD, out, HD);       // out = p . V
+  small_product(scores, E, v, HD, G, E, HD, out, HD);       // out = p . V
 }
 
 

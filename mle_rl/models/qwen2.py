@@ -15,8 +15,9 @@ One code path serves three uses:
   see `Attention._attend`) and p [G, S] @ V [S, hd]. With keys as [.., S, hd] the q.K^T
   product ran 1.5-3x slower on XLA:CPU at batch 16 (and [B, S, kv_heads, hd] copied the
   whole cache every step). The sampler's float32 decode on one CPU device runs this
-  attention in a C++ kernel instead (`cpu_kernels.decode_attention`, `decode_kernel=True`),
-  and its projections over `cpu_kernels.pack`ed weights (`fused_kernels` passed in).
+  attention in a C++ kernel instead (`cpu_kernels.decode_attention`, `decode_kernel=True`:
+  it reads only the slots up to the query's), and its projections over
+  `cpu_kernels.pack`ed weights (`fused_kernels` passed in).
 """
 
 from __future__ import annotations
