@@ -121,7 +121,10 @@ def _sample_token(logits, u, temperature, top_p, *, greedy: bool, use_top_p: boo
     """logits [B, V] f32, u [B] uniform in [0, 1) -> (token [B] int32, logprob [B] under the
     T=1 distribution)."""
     if greedy:
-        tok = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+        # The first index reaching the max, as argmax: two plain reductions, where XLA:CPU's
+        # (value, index) reduction of argmax took 10x longer (0.3 ms per step, batch 16).
+        ids = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1)
+        tok = jnp.min(jnp.where(logits == logits.max(-1, keepdims=True), ids, ids[:, -1:]), -1)
     else:
         z = logits / temperature
         weights = jnp.exp(z - jnp.max(z, axis=-1, keepdims=True))   # unnormalised probs
@@ -158,8 +161,7 @@ def _decode(*args, **kwargs):
 
 
 def _decode_jit():
-    """`_decode_loop` jitted for the default backend (with CPU_DECODE_COMPILER_OPTIONS on
-    CPU); the cache and the outputs are donated."""
+    """`_decode_loop` jitted for the backend (CPU: CPU_DECODE_COMPILER_OPTIONS), donating."""
     backend = jax.default_backend()
     fn = _DECODE_JITS.get(backend)
     if fn is None:
@@ -378,10 +380,8 @@ def generate(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, rn
                                  cache_sharding=cache_sh)
         window = new_window
     del cache
-    out_tok, out_lp, out_mask = jax.device_get((out_tok, out_lp, out_mask))
-    out_tok = np.asarray(out_tok)[:n, :max_new_tokens]
-    out_lp = np.asarray(out_lp)[:n, :max_new_tokens]
-    out_mask = np.asarray(out_mask)[:n, :max_new_tokens]
+    out_tok, out_lp, out_mask = (np.asarray(x)[:n, :max_new_tokens]
+                                 for x in jax.device_get((out_tok, out_lp, out_mask)))
     return SampleOutput(tokens=out_tok, logprobs=out_lp, mask=out_mask,
                         lengths=out_mask.sum(1).astype(np.int32))
 

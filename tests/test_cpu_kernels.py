@@ -215,10 +215,12 @@ def test_loading_keeps_denormals(tmp_path):
     assert proc.returncode == 0 and "denormals kept" in proc.stdout, proc.stderr[-2000:]
 
 
-# (rows, K, N): row tiles of 6 and every row tail (1-5), K = 1, odd K, 1-128 panels
-# (9 panels: a partial last chunk of the thread pool's share).
+# (rows, K, N): row tiles of 6 (AVX2) or 16 (AVX-512) and every row tail (1-15), K = 1,
+# odd K, 1-128 panels (9 panels: a partial last chunk of the thread pool's share; 1-2
+# panels: the prefetch of the panels ahead stays on the last one).
 MATMUL_SHAPES = [(16, 384, 2048), (1, 7, 16), (5, 33, 48), (6, 64, 32), (13, 1, 160),
-                 (17, 100, 112), (2, 65, 32), (3, 17, 64), (8, 40, 144), (9, 128, 48)]
+                 (17, 100, 112), (2, 65, 32), (3, 17, 64), (8, 40, 144), (9, 128, 48),
+                 (31, 96, 64), (32, 1024, 32), (4, 20, 16), (11, 50, 48), (15, 9, 80)]
 
 
 @needs_kernel
@@ -234,6 +236,29 @@ def test_packed_matmul_matches_numpy(kernel, shape):
     assert got.shape == (m, 1, n) and got.dtype == jnp.float32
     ref = x.astype(np.float64) @ w.astype(np.float64)
     np.testing.assert_allclose(np.asarray(got), ref, atol=1e-4 * np.sqrt(k), rtol=1e-5)
+
+
+@needs_kernel
+def test_tile_rows_follow_the_instruction_set(kernel):
+    avx512 = ("avx512f" in cpu_kernels._cpu_flags().split()
+              and "-mno-avx512f" not in cpu_kernels.compile_flags())
+    assert cpu_kernels.tile_rows() == (16 if avx512 else 6)
+
+
+@needs_kernel
+@pytest.mark.skipif("avx512f" not in cpu_kernels._cpu_flags().split(),
+                    reason="no AVX-512 here: the default build already is the AVX2 one")
+def test_kernels_built_without_avx512_match(tmp_path):
+    """The AVX2 build (6-row tiles), which this AVX-512 CPU does not run by default: its
+    matmul and attention tests pass in a process that builds with -mno-avx512f (and find
+    6-row tiles there)."""
+    env = dict(os.environ, MLE_RL_KERNEL_CFLAGS="-mno-avx512f",
+               MLE_RL_KERNEL_CACHE=str(tmp_path), MLE_RL_CPU_KERNELS="on")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k",
+         "packed_matmul_matches or kernel_matches_xla or never_reads or rows_follow"],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0 and "23 passed," in proc.stdout, proc.stdout[-3000:]
 
 
 def test_pack_leaves_other_matrices_to_xla():

@@ -118,6 +118,23 @@ def test_sampling_is_distributed_as_softmax():
     np.testing.assert_allclose(freq, [0, 0, 3 / 7, 4 / 7], atol=0.015)
 
 
+def test_greedy_token_is_argmax_with_ties():
+    """Greedy picks argmax's token, the first of tied maxima, at the ends of the vocabulary
+    too; its log-prob is the log-softmax there."""
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((6, 300)).astype(np.float32)
+    logits[1, [7, 20, 299]] = 9.0          # tie: the first wins
+    logits[2, :] = 1.5                      # all tied: index 0
+    logits[3, 299] = 9.0                    # the last index
+    logits[4, 0] = 9.0                      # the first index
+    logits[5, [0, 299]] = 9.0
+    tok, lp = sampling._sample_token(jnp.asarray(logits), jnp.zeros(6), 1.0, 1.0, greedy=True,
+                                     use_top_p=False)
+    np.testing.assert_array_equal(np.asarray(tok), np.argmax(logits, axis=-1))
+    want = jax.nn.log_softmax(jnp.asarray(logits))[np.arange(6), np.argmax(logits, -1)]
+    np.testing.assert_allclose(np.asarray(lp), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
 def test_two_level_inverse_cdf_matches_one_cumsum():
     """The block-then-entry draw picks the same token as one cumsum over the vocabulary,
     across blocks and in a last, padded block (V = 1000 is not a multiple of the block);

@@ -9,15 +9,17 @@ The sampler uses them for single-device float32 decoding on CPU; everywhere else
 kernels match (tests/test_cpu_kernels.py).
 
 Build: the first process that needs a kernel compiles it with the system C++ compiler
-(`$CXX`, else `g++`, else `c++`), `-O3 -march=native`, against the XLA FFI headers that
-ship with jaxlib, into a cache directory (`$MLE_RL_KERNEL_CACHE`, default
-`~/.cache/mle_rl/kernels`). The file name hashes the source, the flags, the compiler, the
-jaxlib version and the CPU's feature flags, so a changed source or another CPU builds
-again; a build is written to a temporary file and renamed, and a library is loaded only
-when it matches the checksum written after it (a damaged one is built again), so no
-process loads a half-written or truncated library. If there is no compiler or the build fails, the kernel is
-reported unavailable once (a warning with the compiler's output) and callers fall back to
-XLA. Before building, `check_ffi_headers` checks that jaxlib ships the FFI headers, with
+(`$CXX`, else `g++`, else `c++`), `-O3 -march=native` and then `$MLE_RL_KERNEL_CFLAGS`,
+against the XLA FFI headers that ship with jaxlib, into a cache directory
+(`$MLE_RL_KERNEL_CACHE`, default `~/.cache/mle_rl/kernels`). The file name hashes the
+source, the flags, the compiler, the jaxlib version and the CPU's feature flags, so a
+changed source or another CPU builds again; a build is written to a temporary file and
+renamed, and a library is loaded only when it matches the checksum written after it (a
+damaged one is built again), so no process loads a half-written or truncated library.
+The matmul's register tiles follow the instruction set: 16 rows where the build has
+AVX-512, 6 where it has AVX2 (`tile_rows()`). If there is no compiler or the build fails,
+the kernel is reported unavailable once (a warning with the compiler's output) and callers
+fall back to XLA. Before building, `check_ffi_headers` checks that jaxlib ships the FFI headers, with
 the API version the source was written for; if not, that warning is one line naming the
 jaxlib found and the one pinned in constraints.txt.
 
@@ -55,6 +57,7 @@ log = logging.getLogger(__name__)
 
 ENV_SWITCH = "MLE_RL_CPU_KERNELS"
 ENV_CACHE = "MLE_RL_KERNEL_CACHE"
+ENV_CFLAGS = "MLE_RL_KERNEL_CFLAGS"   # extra compiler flags (e.g. -mno-avx512f), hashed too
 # Compiled with -ffast-math (vectorised expf), linked without it: before GCC 13, a link with
 # -ffast-math adds crtfastmath.o even to a shared library, whose constructor turns on
 # flush-to-zero for the thread that loads it (host-side numpy would then lose denormals).
@@ -160,7 +163,7 @@ def build(source: Path = _SOURCE) -> Path:
     cxx = _compiler()
     version = _run([cxx, "--version"], timeout=60).stdout
     key = hashlib.sha256(b"\0".join([
-        source.read_bytes(), " ".join(COMPILE_FLAGS + LINK_FLAGS + LINK_LIBS).encode(),
+        source.read_bytes(), " ".join(compile_flags() + LINK_FLAGS + LINK_LIBS).encode(),
         version.encode(), jaxlib.__version__.encode(), _cpu_flags().encode()])).hexdigest()[:16]
     out_dir = cache_dir()
     lib = out_dir / f"{source.stem}-{key}.so"
@@ -178,7 +181,8 @@ def build(source: Path = _SOURCE) -> Path:
         _remove_stale_temps(out_dir)
         obj, so, sha = (_temp_path(out_dir, source.stem, sfx) for sfx in (".o", ".so", ".sha256"))
         try:
-            for cmd in ([cxx, *COMPILE_FLAGS, f"-I{jax.ffi.include_dir()}", str(source), "-o", obj],
+            include = f"-I{jax.ffi.include_dir()}"
+            for cmd in ([cxx, *compile_flags(), include, str(source), "-o", obj],
                         [cxx, *LINK_FLAGS, obj, "-o", so, *LINK_LIBS]):
                 proc = _run(cmd, timeout=300)
                 if proc.returncode != 0:
@@ -196,6 +200,18 @@ def build(source: Path = _SOURCE) -> Path:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
     return lib
+
+
+def compile_flags() -> tuple:
+    """COMPILE_FLAGS, then the flags in $MLE_RL_KERNEL_CFLAGS (shell words)."""
+    import shlex
+    return COMPILE_FLAGS + tuple(shlex.split(os.environ.get(ENV_CFLAGS, "")))
+
+
+def tile_rows() -> int:
+    """Rows per register tile of the loaded `packed_matmul` (16 where the build has AVX-512,
+    else 6). Call only after `available()` returned True."""
+    return int(_state["lib"].MleRlTileRows())
 
 
 def _run(cmd, timeout):
