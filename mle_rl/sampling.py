@@ -8,11 +8,8 @@ donated to the decode loop, a `lax.while_loop` that stops early when every row h
 an EOS id. Decoding runs in one or more phases whose cache grows (`DECODE_WINDOWS`), so a
 step attends over about the filled part of the cache; each phase is one compilation.
 
-Sampling draws one uniform per row against the cumulative (unnormalised) probabilities
-(inverse CDF, in two levels: blocks of the vocabulary, then one block), cheaper on CPU than
-one Gumbel draw per vocabulary entry, and the log-prob of the drawn token is
-`logit - logsumexp(logits)` (no [B, V] log-softmax). Top-p sorts only when `top_p < 1`.
-Temperature 0 is greedy. On CPU a tied LM head is laid out as [D, V] once per decode call.
+Tokens are drawn by `models/draw.py` (one uniform per row, inverse CDF; top-p; greedy).
+On CPU a tied LM head is laid out as [D, V] once per decode call.
 """
 
 from __future__ import annotations
@@ -28,7 +25,10 @@ from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from mle_rl.models import cpu_kernels, decode_path
+from mle_rl.models.draw import inverse_cdf as _inverse_cdf  # noqa: F401 (tests)
+from mle_rl.models.draw import sample_token as _sample_token
 from mle_rl.models import sharding as shd
+from mle_rl.runtime import compile_cache
 
 MIN_PROMPT_BUCKET = 16
 MIN_GEN_BUCKET = 16
@@ -88,60 +88,6 @@ def _prefill(graphdef, state, tokens, mask, *, gen_len, cache_sharding):
                                    key_valid=mask.astype(bool))
     logits = model.logits_from_hidden(h[:, -1])
     return (logits, *_grow(cache, mask.astype(bool), extra=gen_len, cache_sharding=cache_sharding))
-
-
-CDF_BLOCK = 128   # vocabulary entries per block of the two-level inverse-CDF draw
-
-
-def _inverse_cdf(weights, u):
-    """weights [B, V] >= 0 (unnormalised), u [B] in [0, 1) -> [B] int32: the first index
-    whose cumulative weight reaches u * total, i.e. a draw from weights / total.
-
-    Two levels: cumulative sums of blocks of CDF_BLOCK entries pick the block, then one
-    block's cumulative sums pick the entry. A cumsum over the whole vocabulary is a
-    reduce-window on XLA:CPU (0.5 ms per step at batch 16 x 8192); this is a block
-    reduction plus two short scans."""
-    b, v = weights.shape
-    c = min(CDF_BLOCK, v)
-    nb = -(-v // c)
-    if nb * c != v:
-        weights = jnp.pad(weights, ((0, 0), (0, nb * c - v)))   # zero weight: never drawn
-    blocks = weights.reshape(b, nb, c)
-    block_cdf = jnp.cumsum(jnp.sum(blocks, axis=-1), axis=-1)   # [B, nb]
-    target = u * block_cdf[:, -1]
-    j = jnp.minimum(jnp.sum(block_cdf < target[:, None], axis=-1), nb - 1)
-    before = jnp.where(j > 0, jnp.take_along_axis(block_cdf, jnp.maximum(j - 1, 0)[:, None],
-                                                   axis=-1)[:, 0], 0.0)
-    inner = jnp.take_along_axis(blocks, j[:, None, None], axis=1)[:, 0]   # [B, c]
-    k = jnp.sum(before[:, None] + jnp.cumsum(inner, axis=-1) < target[:, None], axis=-1)
-    return jnp.minimum(j * c + jnp.minimum(k, c - 1), v - 1).astype(jnp.int32)
-
-
-def _sample_token(logits, u, temperature, top_p, *, greedy: bool, use_top_p: bool):
-    """logits [B, V] f32, u [B] uniform in [0, 1) -> (token [B] int32, logprob [B] under the
-    T=1 distribution)."""
-    if greedy:
-        # The first index reaching the max, as argmax: two plain reductions, where XLA:CPU's
-        # (value, index) reduction of argmax took 10x longer (0.3 ms per step, batch 16).
-        ids = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1)
-        tok = jnp.min(jnp.where(logits == logits.max(-1, keepdims=True), ids, ids[:, -1:]), -1)
-    else:
-        z = logits / temperature
-        weights = jnp.exp(z - jnp.max(z, axis=-1, keepdims=True))   # unnormalised probs
-        if use_top_p:
-            probs = weights / jnp.sum(weights, axis=-1, keepdims=True)
-            order = jnp.argsort(-probs, axis=-1)
-            sorted_p = jnp.take_along_axis(probs, order, axis=-1)
-            keep = (jnp.cumsum(sorted_p, axis=-1) - sorted_p) < top_p   # the top token always
-            cdf = jnp.cumsum(jnp.where(keep, sorted_p, 0.0), axis=-1)
-            j = jnp.sum(cdf < u[:, None] * cdf[:, -1:], axis=-1)
-            j = jnp.minimum(j, jnp.sum(keep, axis=-1) - 1)
-            tok = jnp.take_along_axis(order, j[:, None], axis=-1)[:, 0].astype(jnp.int32)
-        else:
-            tok = _inverse_cdf(weights, u)
-    # log-softmax at the token only: no [B, V] log-prob buffer.
-    picked = jnp.take_along_axis(logits, tok[:, None], axis=-1)[:, 0]
-    return tok, picked - jax.nn.logsumexp(logits, axis=-1)
 
 
 # XLA:CPU compiler options of the decode loop: YNNPACK fusions for reductions only. Its
@@ -265,14 +211,24 @@ def _packed_weights(graphdef, state):
 # "double": 64, 128, 256, ...; "two": the first window, then the whole bucket. "auto": "one"
 # where the native kernels decode (their attention stops at the query's slot: a step costs
 # the filled part of any cache), else "fine" (XLA attends over the whole cache: "one"
-# compiles 6x faster but decodes 13-18% slower). Figures: benchmarks/README.md.
+# compiles 6x faster but decodes 13-18% slower). On CPU, XLA's first call of a shape
+# decodes in "one" while "fine" compiles in a background thread (WARM_IN_BACKGROUND;
+# `wait_warm()`); later calls take "fine" once it is ready. Accelerators compile "fine" at
+# once (a second cache alive beside the sampler's could break a memory plan). Figures:
+# benchmarks/README.md.
 DECODE_WINDOWS = "auto"
+WARM_IN_BACKGROUND = True
+WARMUPS = compile_cache.Warmups()
 
 
-def _next_window(w: int, g: int, kernels: bool = False) -> int:
+def _phase_mode(kernels: bool) -> str:
+    """DECODE_WINDOWS with "auto" resolved for the decode path (the steady state)."""
+    return DECODE_WINDOWS if DECODE_WINDOWS != "auto" else ("one" if kernels else "fine")
+
+
+def _next_window(w: int, g: int, mode: str) -> int:
     """Generation slots of the phase after one of `w` slots (0: the first phase; bucket
-    `g`: the most), with the native kernels decoding or not."""
-    mode = DECODE_WINDOWS if DECODE_WINDOWS != "auto" else ("one" if kernels else "fine")
+    `g`: the most) in phase mode `mode`."""
     if w == 0:
         return g if mode == "one" else min(FIRST_WINDOW, g)
     if mode in ("one", "two"):
@@ -280,6 +236,11 @@ def _next_window(w: int, g: int, kernels: bool = False) -> int:
     if mode == "double" or w < 128:
         return min(2 * w, g)
     return min(w * 3 // 2 if w & (w - 1) == 0 else w * 4 // 3, g)
+
+
+def wait_warm(timeout: Optional[float] = None) -> None:
+    """Wait for the decode phases compiling in the background (benchmarks time after it)."""
+    WARMUPS.wait(timeout)
 
 
 def cpu_decode_path(announce: bool = True) -> decode_path.Choice:
@@ -355,44 +316,64 @@ def generate(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, rn
     cache_sh = _cache_sharding(mesh, cfg.num_kv_heads)
     put = (lambda x: jax.device_put(x, shd.batch_sharding(mesh, x.ndim))) if mesh else jnp.asarray
     tokens, mask, prompt_lens, done = map(put, (tokens, mask, prompt_lens, done))
-    # Decode in phases whose cache grows (DECODE_WINDOWS), from the prefill's first window.
     kernels = _use_decode_kernel(model, state, mesh, decode_kernel)
-    window = _next_window(0, g, kernels)
+    greedy, mode, warm_key = temperature == 0, _phase_mode(kernels), None
+    if (DECODE_WINDOWS == "auto" and not kernels and WARM_IN_BACKGROUND
+            and g > FIRST_WINDOW and jax.default_backend() == "cpu"):
+        warm_key = (graphdef, b, p, g, max_new_tokens, greedy, top_p < 1.0, cache_sh,
+                    tuple((x.shape, x.dtype, getattr(x, "sharding", None))
+                          for x in jax.tree.leaves(state)))
+        mode = mode if WARMUPS.ready(warm_key) else "one"
+    run = functools.partial(
+        _run_phases, graphdef, state, tokens, mask, prompt_lens, done, rng, g=g,
+        max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+        eos=jnp.asarray(list(eos_ids) or [-1], jnp.int32), pad_id=pad_id, put=put,
+        cache_sh=cache_sh, packed=_packed_weights(graphdef, state) if kernels else None)
+    out_tok, out_lp, out_mask, cache = run(mode)
+    del cache
+    out_tok, out_lp, out_mask = (np.asarray(x)[:n, :max_new_tokens]
+                                 for x in jax.device_get((out_tok, out_lp, out_mask)))
+    if warm_key is not None and mode == "one":      # after this call's decoding has finished
+        WARMUPS.start(warm_key, lambda: run(_phase_mode(kernels), dry=True))
+    return SampleOutput(tokens=out_tok, logprobs=out_lp, mask=out_mask,
+                        lengths=out_mask.sum(1).astype(np.int32))
+
+
+def _run_phases(graphdef, state, tokens, mask, prompt_lens, done, rng, mode, *, g,
+                max_new_tokens, temperature, top_p, eos, pad_id, put, cache_sh, packed,
+                dry=False):
+    """Prefill, then decode in the phases of `mode` whose cache grows -> (tokens, log-probs,
+    mask [B, g], cache). `dry`: no decode step, only every phase up to `max_new_tokens`
+    compiled (a warm-up)."""
+    b, p = tokens.shape
+    window = _next_window(0, g, mode)
     logits, cache, key_valid = _prefill(graphdef, state, tokens, mask, gen_len=window,
                                         cache_sharding=cache_sh)
-    greedy = temperature == 0
-    packed = _packed_weights(graphdef, state) if kernels else None
-    eos = jnp.asarray(list(eos_ids) or [-1], jnp.int32)
     out_tok, out_lp, out_mask = map(put, (np.full((b, g), pad_id, np.int32),
                                           np.zeros((b, g), np.float32), np.zeros((b, g), bool)))
-    start = 0
+    greedy, start = temperature == 0, 0
     while True:
-        stop = min(window, max_new_tokens)
+        stop = start if dry else min(window, max_new_tokens)
         logits, cache, key_valid, done, rng, out_tok, out_lp, out_mask = _decode(
             graphdef, state, logits, cache, key_valid, prompt_lens, done, jnp.int32(start),
             jnp.int32(stop), rng, jnp.float32(max(temperature, 1e-6)), jnp.float32(top_p), eos,
             jnp.int32(pad_id), out_tok, out_lp, out_mask, prompt_bucket=p, greedy=greedy,
             use_top_p=(not greedy and top_p < 1.0), cache_sharding=cache_sh, packed=packed)
-        if stop >= max_new_tokens or bool(jax.device_get(jnp.all(done))):
-            break
-        start, new_window = stop, _next_window(window, g, kernels)
+        if window >= max_new_tokens or not dry and bool(jax.device_get(jnp.all(done))):
+            return out_tok, out_lp, out_mask, cache
+        start, new_window = stop, _next_window(window, g, mode)
         cache, key_valid = _grow(cache, key_valid, extra=new_window - window,
                                  cache_sharding=cache_sh)
         window = new_window
-    del cache
-    out_tok, out_lp, out_mask = (np.asarray(x)[:n, :max_new_tokens]
-                                 for x in jax.device_get((out_tok, out_lp, out_mask)))
-    return SampleOutput(tokens=out_tok, logprobs=out_lp, mask=out_mask,
-                        lengths=out_mask.sum(1).astype(np.int32))
 
 
 def phase_windows(max_new_tokens: int, kernels: bool = False) -> list:
     """Generation slots of each decode phase `generate` runs for `max_new_tokens` (with
     the native kernels decoding or not)."""
-    g = bucket(max_new_tokens, MIN_GEN_BUCKET)
-    windows = [_next_window(0, g, kernels)]
+    g, mode = bucket(max_new_tokens, MIN_GEN_BUCKET), _phase_mode(kernels)
+    windows = [_next_window(0, g, mode)]
     while windows[-1] < max_new_tokens:
-        windows.append(_next_window(windows[-1], g, kernels))
+        windows.append(_next_window(windows[-1], g, mode))
     return windows
 
 

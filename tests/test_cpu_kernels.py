@@ -134,6 +134,7 @@ def test_sampler_uses_kernels_and_matches_uncached_forward(kernel, monkeypatch, 
         real = getattr(cpu_kernels, name)
         monkeypatch.setattr(cpu_kernels, name, lambda *a, _real=real, _name=name, **k:
                             calls.append(_name) or _real(*a, **k))
+    monkeypatch.setattr(sampling, "WARM_IN_BACKGROUND", False)     # XLA: "fine" at once
     for flag in (False, True):
         monkeypatch.setattr(sampling, "CPU_DECODE_KERNEL", flag)
         sampling._DECODE_JITS.clear()       # trace again, so the counter sees the trace
