@@ -66,7 +66,6 @@ def bench_ours(model, prompts, new_tokens, temperature, repeats):
     t = time.perf_counter()
     out = run()  # warm-up: traces and compiles prefill + decode
     print(f"    ours: warm-up (compile) {time.perf_counter() - t:.2f} s", flush=True)
-    wait_warm(sampling)
     if not (out.lengths == new_tokens).all():
         raise RuntimeError(f"ours: expected {new_tokens} tokens per row, got {out.lengths}.")
     cpu = []
@@ -89,7 +88,6 @@ def bench_paths(model, prompts, new_tokens, temperature, repeats):
 
     for kernels, name in ((True, "kernels"), (False, "XLA")):
         print(f"    {name}: warm-up (compile) {run(kernels):.2f} s", flush=True)
-    wait_warm(sampling)
     times = {True: [], False: []}
     for i in range(repeats):
         for kernels in ((True, False) if i % 2 == 0 else (False, True)):
@@ -98,16 +96,6 @@ def bench_paths(model, prompts, new_tokens, temperature, repeats):
                   f"{times[kernels][-1]:.2f} s", flush=True)
     ratio = common.median([x / k for k, x in zip(times[True], times[False])])
     return common.median(times[True]), common.median(times[False]), ratio
-
-
-def wait_warm(sampling):
-    """Let the decode phases that a first XLA call compiles in the background finish before
-    anything is timed (sampling.WARM_IN_BACKGROUND)."""
-    t = time.perf_counter()
-    sampling.wait_warm()
-    if time.perf_counter() - t > 0.05:
-        print(f"    ours: waited {time.perf_counter() - t:.2f} s for the decode phases "
-              "compiling in the background", flush=True)
 
 
 def bench_hf(ref, prompts, new_tokens, temperature, repeats, device="cpu"):

@@ -320,15 +320,12 @@ def ours_worker(args) -> int:
                 "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
                 "allocator": allocator.loaded() or "glibc malloc",
                 "decode": ("native C++ kernels" if kernels else "XLA")
-                + f", decode phases {sampling.phase_windows(args.new_tokens, kernels)}"
-                + ("" if kernels or sampling.DECODE_WINDOWS != "auto"
-                   or not sampling.WARM_IN_BACKGROUND else
-                   " (a first call: one phase, while these compile in the background)"),
+                + f", decode phases {sampling.phase_windows(args.new_tokens, kernels)}",
                 "params": model.config.num_params}
     except Exception as e:  # noqa: BLE001 - reported to the orchestrator
         peer_worker.fail_startup(proto, e)
         return 1
-    peer_worker.serve(generate, info, proto, compile_log, settle=sampling.wait_warm)
+    peer_worker.serve(generate, info, proto, compile_log)
     return 0
 
 
@@ -456,10 +453,6 @@ def bench_mode(args, spec, mode, prompts, ours, tunix) -> Row:
         first[side.name] = r["seconds"]
         print(f"  [{mode}] {side.name:<5} first call {r['seconds']:.2f} s "
               f"({compile_summary(r['compiles'])})", flush=True)
-        if r.get("settle_compiles"):
-            print(f"  [{mode}] {side.name:<5} then compiled in the background (waited for, "
-                  f"untimed): {r['settle_seconds']:.2f} s, "
-                  f"{compile_summary(r['settle_compiles'])}", flush=True)
     wall = {ours.name: [], tunix.name: []}
     cpu = {ours.name: [], tunix.name: []}
     last = {}

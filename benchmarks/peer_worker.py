@@ -62,12 +62,9 @@ class CompileLog:
 
 
 def serve(generate: Callable[[Sequence[Sequence[int]], int, float, int], list],
-          info: dict, proto, compile_log: CompileLog, settle: Callable[[], None] = None) -> None:
+          info: dict, proto, compile_log: CompileLog) -> None:
     """Answer commands until "quit" or EOF. generate(prompts, new_tokens, temperature,
-    seed) returns one sequence of generated token ids per prompt, on the host. `settle`:
-    called after each timed call (e.g. to wait for compilations it started in the
-    background, so that they do not run beside the other side's calls); its seconds and
-    compilations are reported apart ("settle_seconds", "settle_compiles")."""
+    seed) returns one sequence of generated token ids per prompt, on the host."""
     proto.write(json.dumps({"ready": True, "info": info}) + "\n")
     for line in sys.stdin:
         msg = json.loads(line)
@@ -80,11 +77,6 @@ def serve(generate: Callable[[Sequence[Sequence[int]], int, float, int], list],
             seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
             out = {"seconds": seconds, "cpu_seconds": cpu, "compiles": compile_log.take(),
                    "lengths": [len(r) for r in rows]}
-            if settle is not None:
-                t0 = time.perf_counter()
-                settle()
-                out.update(settle_seconds=time.perf_counter() - t0,
-                           settle_compiles=compile_log.take())
             if msg.get("return_tokens"):
                 out["tokens"] = [[int(t) for t in r] for r in rows]
         except Exception as e:  # noqa: BLE001 - reported to the orchestrator, which fails

@@ -28,7 +28,6 @@ from mle_rl.models import cpu_kernels, decode_path
 from mle_rl.models.draw import inverse_cdf as _inverse_cdf  # noqa: F401 (tests)
 from mle_rl.models.draw import sample_token as _sample_token
 from mle_rl.models import sharding as shd
-from mle_rl.runtime import compile_cache
 
 MIN_PROMPT_BUCKET = 16
 MIN_GEN_BUCKET = 16
@@ -211,18 +210,20 @@ def _packed_weights(graphdef, state):
 # "double": 64, 128, 256, ...; "two": the first window, then the whole bucket. "auto": "one"
 # where the native kernels decode (their attention stops at the query's slot: a step costs
 # the filled part of any cache), else "fine" (XLA attends over the whole cache: "one"
-# compiles 6x faster but decodes 13-18% slower). On CPU, XLA's first call of a shape
-# decodes in "one" while "fine" compiles in a background thread (WARM_IN_BACKGROUND;
-# `wait_warm()`); later calls take "fine" once it is ready. Accelerators compile "fine" at
-# once (a second cache alive beside the sampler's could break a memory plan). Figures:
-# benchmarks/README.md.
+# compiles 6x faster but decodes 13-18% slower, and a call whose rows stop early still
+# attends over the whole bucket; "fine" compiles a phase only when a call reaches it).
+# Figures: benchmarks/README.md.
 DECODE_WINDOWS = "auto"
-WARM_IN_BACKGROUND = True
-WARMUPS = compile_cache.Warmups()
+
+
+PHASE_MODES = ("auto", "one", "fine", "double", "two")
 
 
 def _phase_mode(kernels: bool) -> str:
-    """DECODE_WINDOWS with "auto" resolved for the decode path (the steady state)."""
+    """DECODE_WINDOWS with "auto" resolved for the decode path (kernels or XLA)."""
+    if DECODE_WINDOWS not in PHASE_MODES:
+        raise ValueError(f"sampling.DECODE_WINDOWS must be one of {PHASE_MODES}, "
+                         f"got {DECODE_WINDOWS!r}")
     return DECODE_WINDOWS if DECODE_WINDOWS != "auto" else ("one" if kernels else "fine")
 
 
@@ -238,11 +239,6 @@ def _next_window(w: int, g: int, mode: str) -> int:
     return min(w * 3 // 2 if w & (w - 1) == 0 else w * 4 // 3, g)
 
 
-def wait_warm(timeout: Optional[float] = None) -> None:
-    """Wait for the decode phases compiling in the background (benchmarks time after it)."""
-    WARMUPS.wait(timeout)
-
-
 def cpu_decode_path(announce: bool = True) -> decode_path.Choice:
     """Which path decodes float32 sampling on one CPU device in this process (`.kernels`,
     `.line`): CPU_DECODE_KERNEL, else MLE_RL_CPU_KERNELS (auto: measured once per machine)."""
@@ -250,9 +246,10 @@ def cpu_decode_path(announce: bool = True) -> decode_path.Choice:
 
 
 def _use_decode_kernel(model, state, mesh, force=None) -> bool:
-    """The native kernels may serve float32 decoding on one CPU device (no mesh, no
-    sharded parameters): when `force` (else `cpu_decode_path()`) says so and they build."""
-    if force is False or mesh is not None or model.dtype != jnp.float32:
+    """The native kernels may serve float32 decoding on one CPU device (no mesh or a mesh
+    of one device, as the trainer's on one CPU; no sharded parameters): when `force` (else
+    `cpu_decode_path()`) says so and they build."""
+    if force is False or (mesh is not None and mesh.size > 1) or model.dtype != jnp.float32:
         return False
     devices = set()
     for leaf in jax.tree.leaves(state):
@@ -317,34 +314,22 @@ def generate(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, rn
     put = (lambda x: jax.device_put(x, shd.batch_sharding(mesh, x.ndim))) if mesh else jnp.asarray
     tokens, mask, prompt_lens, done = map(put, (tokens, mask, prompt_lens, done))
     kernels = _use_decode_kernel(model, state, mesh, decode_kernel)
-    greedy, mode, warm_key = temperature == 0, _phase_mode(kernels), None
-    if (DECODE_WINDOWS == "auto" and not kernels and WARM_IN_BACKGROUND
-            and g > FIRST_WINDOW and jax.default_backend() == "cpu"):
-        warm_key = (graphdef, b, p, g, max_new_tokens, greedy, top_p < 1.0, cache_sh,
-                    tuple((x.shape, x.dtype, getattr(x, "sharding", None))
-                          for x in jax.tree.leaves(state)))
-        mode = mode if WARMUPS.ready(warm_key) else "one"
-    run = functools.partial(
-        _run_phases, graphdef, state, tokens, mask, prompt_lens, done, rng, g=g,
+    out_tok, out_lp, out_mask, cache = _run_phases(
+        graphdef, state, tokens, mask, prompt_lens, done, rng, _phase_mode(kernels), g=g,
         max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
         eos=jnp.asarray(list(eos_ids) or [-1], jnp.int32), pad_id=pad_id, put=put,
         cache_sh=cache_sh, packed=_packed_weights(graphdef, state) if kernels else None)
-    out_tok, out_lp, out_mask, cache = run(mode)
     del cache
     out_tok, out_lp, out_mask = (np.asarray(x)[:n, :max_new_tokens]
                                  for x in jax.device_get((out_tok, out_lp, out_mask)))
-    if warm_key is not None and mode == "one":      # after this call's decoding has finished
-        WARMUPS.start(warm_key, lambda: run(_phase_mode(kernels), dry=True))
     return SampleOutput(tokens=out_tok, logprobs=out_lp, mask=out_mask,
                         lengths=out_mask.sum(1).astype(np.int32))
 
 
 def _run_phases(graphdef, state, tokens, mask, prompt_lens, done, rng, mode, *, g,
-                max_new_tokens, temperature, top_p, eos, pad_id, put, cache_sh, packed,
-                dry=False):
-    """Prefill, then decode in the phases of `mode` whose cache grows -> (tokens, log-probs,
-    mask [B, g], cache). `dry`: no decode step, only every phase up to `max_new_tokens`
-    compiled (a warm-up)."""
+                max_new_tokens, temperature, top_p, eos, pad_id, put, cache_sh, packed):
+    """Prefill, then decode in the phases of `mode` whose cache grows (each compiled when a
+    call first reaches it) -> (tokens, log-probs, mask [B, g], cache)."""
     b, p = tokens.shape
     window = _next_window(0, g, mode)
     logits, cache, key_valid = _prefill(graphdef, state, tokens, mask, gen_len=window,
@@ -353,13 +338,13 @@ def _run_phases(graphdef, state, tokens, mask, prompt_lens, done, rng, mode, *, 
                                           np.zeros((b, g), np.float32), np.zeros((b, g), bool)))
     greedy, start = temperature == 0, 0
     while True:
-        stop = start if dry else min(window, max_new_tokens)
+        stop = min(window, max_new_tokens)
         logits, cache, key_valid, done, rng, out_tok, out_lp, out_mask = _decode(
             graphdef, state, logits, cache, key_valid, prompt_lens, done, jnp.int32(start),
             jnp.int32(stop), rng, jnp.float32(max(temperature, 1e-6)), jnp.float32(top_p), eos,
             jnp.int32(pad_id), out_tok, out_lp, out_mask, prompt_bucket=p, greedy=greedy,
             use_top_p=(not greedy and top_p < 1.0), cache_sharding=cache_sh, packed=packed)
-        if window >= max_new_tokens or not dry and bool(jax.device_get(jnp.all(done))):
+        if window >= max_new_tokens or bool(jax.device_get(jnp.all(done))):
             return out_tok, out_lp, out_mask, cache
         start, new_window = stop, _next_window(window, g, mode)
         cache, key_valid = _grow(cache, key_valid, extra=new_window - window,

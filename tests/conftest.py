@@ -43,15 +43,3 @@ def pytest_collection_modifyitems(config, items):
         name = item.path.name
         return HEAVY_FIRST.index(name) if name in HEAVY_FIRST else len(HEAVY_FIRST)
     items.sort(key=rank)   # stable: the order within a module is kept
-
-
-@pytest.fixture(autouse=True)
-def _finish_background_compilations():
-    """The sampler compiles XLA decode phases in a background thread after a shape's first
-    call (sampling.WARM_IN_BACKGROUND): wait for them after each test, so none of them
-    compiles (and counts traces) during the next test."""
-    yield
-    import sys
-    sampling = sys.modules.get("mle_rl.sampling")
-    if sampling is not None:
-        sampling.wait_warm()

@@ -82,6 +82,11 @@ def test_auto_phases_follow_the_decode_path(monkeypatch):
     monkeypatch.setattr(sampling, "DECODE_WINDOWS", "auto")
     assert sampling.phase_windows(512, kernels=True) == [512]
     assert sampling.phase_windows(512, kernels=False) == [64, 128, 192, 256, 384, 512]
+    monkeypatch.setattr(sampling, "DECODE_WINDOWS", "fast")           # not a mode: an error
+    with pytest.raises(ValueError, match="DECODE_WINDOWS must be one of"):
+        sampling.phase_windows(512)
+    with pytest.raises(ValueError, match="DECODE_WINDOWS must be one of"):
+        sampling.generate(qwen2.init_model(mcfg.micro()), [[1, 2]], max_new_tokens=4, rng=0)
 
 
 def test_sampler_lowers_on_a_mesh_with_abstract_parameters():

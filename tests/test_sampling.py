@@ -1,7 +1,5 @@
 """The KV-cache sampler against the uncached forward pass."""
 
-import threading
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,7 +8,6 @@ import pytest
 from mle_rl import sampling
 from mle_rl.models import config as mcfg
 from mle_rl.models import qwen2, sharding as shd
-from mle_rl.runtime import compile_cache
 
 CFG = mcfg.ModelConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_layers=2,
                        num_heads=4, num_kv_heads=2, head_dim=16, rope_theta=10000.0,
@@ -193,52 +190,3 @@ def test_unknown_decode_compiler_option_falls_back(monkeypatch):
     monkeypatch.undo()
     if jax.default_backend() == "cpu":
         assert sampling._cpu_decode_options() == sampling.CPU_DECODE_COMPILER_OPTIONS
-
-
-def test_xla_first_call_decodes_in_one_phase_while_the_fine_phases_compile(monkeypatch):
-    """XLA under DECODE_WINDOWS "auto" on CPU: a shape's first call runs one phase (one
-    decode compilation) and starts the fine phases' compilation in a background thread
-    (no decode step there); once that is done, the same call runs the fine phases without
-    compiling anything, with the same tokens and log-probs."""
-    monkeypatch.setattr(sampling, "DECODE_WINDOWS", "auto")
-    monkeypatch.setattr(sampling, "WARM_IN_BACKGROUND", True)
-    monkeypatch.setattr(sampling, "WARMUPS", compile_cache.Warmups())
-    calls = []
-    real = sampling._decode
-
-    def record(*args, **kwargs):
-        start, stop = int(args[7]), int(args[8])
-        calls.append((threading.current_thread().name, args[4].shape[1], start, stop))
-        return real(*args, **kwargs)
-    monkeypatch.setattr(sampling, "_decode", record)
-    model = qwen2.init_model(mcfg.micro(), seed=3)
-    prompts = [[1, 2, 3], list(range(5, 25))]                      # prompt bucket 32
-    kw = dict(max_new_tokens=100, rng=0, temperature=0.0, decode_kernel=False)
-    first = sampling.generate(model, prompts, **kw)
-    main = threading.current_thread().name
-    assert [c for c in calls if c[0] == main] == [(main, 32 + 128, 0, 100)]
-    sampling.wait_warm()
-    warm = [c for c in calls if c[0] != main]
-    assert [c[1:] for c in warm] == [(32 + 64, 0, 0), (32 + 128, 0, 0)]     # compiled, not run
-    calls.clear()
-    traced = dict(sampling.TRACE_COUNTS)
-    second = sampling.generate(model, prompts, **kw)
-    assert [c[1:] for c in calls] == [(32 + 64, 0, 64), (32 + 128, 64, 100)]
-    assert sampling.TRACE_COUNTS == traced                         # nothing compiled
-    np.testing.assert_array_equal(first.tokens, second.tokens)
-    np.testing.assert_allclose(first.logprobs, second.logprobs, atol=1e-5)
-
-
-def test_failed_background_compilation_is_logged_once_and_never_ready(caplog):
-    warmups = compile_cache.Warmups()
-
-    def fail():
-        raise RuntimeError("out of memory")
-    assert warmups.start("key", fail)
-    warmups.wait()
-    assert not warmups.ready("key")
-    assert not warmups.start("key", fail)                          # not tried again
-    assert "background compilation failed" in caplog.text and "out of memory" in caplog.text
-    assert warmups.start("other", lambda: None)
-    warmups.wait()
-    assert warmups.ready("other")

@@ -4,9 +4,10 @@ Two kernels for the sampler's decode steps (source: `cpu_kernels.cc`):
 * `decode_attention`: the attention of one decode step over the KV cache.
 * `packed_matmul`: `x @ w` for a few rows, with `w` packed once per sampling call
   (`pack`: panels of 16 columns, `Packed`); `linear.dense` dispatches on `Packed`.
-The sampler uses them for single-device float32 decoding on CPU; everywhere else
-(training, prefill, GPU/TPU, a mesh, bfloat16) the model keeps its XLA path, which the
-kernels match (tests/test_cpu_kernels.py).
+The sampler uses them for single-device float32 decoding on CPU (no mesh, or a mesh of one
+device: the trainer's on one CPU); everywhere else (training, prefill, GPU/TPU, several
+devices, bfloat16) the model keeps its XLA path, which the kernels match
+(tests/test_cpu_kernels.py).
 
 Build: the first process that needs a kernel compiles it with the system C++ compiler
 (`$CXX`, else `g++`, else `c++`), `-O3 -march=native` and then `$MLE_RL_KERNEL_CFLAGS`,

@@ -13,9 +13,6 @@ uncapped ones (which write no such files) fails its writes. The cache key holds
 the program, the compile options, the backend, jax/jaxlib versions and the devices, so an
 entry is only reused where it was compiled for; an unreadable entry is compiled again.
 
-`Warmups` compiles programs in a background thread, once per key (the sampler's decode
-phases on the XLA path, while its first call of a shape decodes in one phase).
-
 `CompileLog` counts the XLA compilations of this process and their seconds (JAX's
 `backend_compile_duration` event, which a load from the cache also sends: cache hits are
 counted apart and not as compilations): the trainer logs them per update (`compiles`,
@@ -121,47 +118,3 @@ class CompileLog:
             out = (max(0, self._n - self._hits), float(self._s))
             self._n, self._s, self._hits = 0, 0.0, 0
         return out
-
-
-class Warmups:
-    """Programs compiled in the background, once per key: `start(key, fn)` runs `fn` (which
-    compiles them, e.g. by calling the jitted functions on inputs of the right shapes) in a
-    thread unless `key` was started before; `ready(key)` is True once it returned. A
-    failure is logged once and the key never becomes ready (the caller keeps its other
-    programs). The threads are not daemons: a process waits for a running warm-up at exit
-    rather than tear the compiler down under it. `wait()` joins the running ones."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._state: dict = {}          # key -> Thread while running, then True or False
-
-    def ready(self, key) -> bool:
-        with self._lock:
-            return self._state.get(key) is True
-
-    def start(self, key, fn) -> bool:
-        """Start warming `key` (False: it was started before)."""
-        def run():
-            ok = False
-            try:
-                fn()
-                ok = True
-            except Exception:  # noqa: BLE001 - a failed warm-up only costs the speed-up
-                import logging
-                logging.getLogger(__name__).warning(
-                    "mle_rl: a background compilation failed; keeping the programs already "
-                    "compiled.", exc_info=True)
-            with self._lock:
-                self._state[key] = ok
-        with self._lock:
-            if key in self._state:
-                return False
-            thread = self._state[key] = threading.Thread(target=run, name="mle_rl-warmup")
-        thread.start()
-        return True
-
-    def wait(self, timeout: Optional[float] = None) -> None:
-        with self._lock:
-            threads = [t for t in self._state.values() if isinstance(t, threading.Thread)]
-        for thread in threads:
-            thread.join(timeout)
