@@ -25,8 +25,7 @@ from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from mle_rl.models import cpu_kernels, decode_path
-from mle_rl.models.draw import inverse_cdf as _inverse_cdf  # noqa: F401 (tests)
-from mle_rl.models.draw import sample_token as _sample_token
+from mle_rl.models.draw import sample_token
 from mle_rl.models import sharding as shd
 
 MIN_PROMPT_BUCKET = 16
@@ -83,10 +82,11 @@ def _prefill(graphdef, state, tokens, mask, *, gen_len, cache_sharding):
     b, p = tokens.shape
     cache = _constrain_cache(model.init_cache(b, p), cache_sharding)
     positions = jnp.maximum(jnp.cumsum(mask.astype(jnp.int32), axis=1) - 1, 0)
+    valid = mask.astype(bool)
     h, cache = model.hidden_states(tokens, positions=positions, cache=cache, cache_index=0,
-                                   key_valid=mask.astype(bool))
+                                   key_valid=valid)
     logits = model.logits_from_hidden(h[:, -1])
-    return (logits, *_grow(cache, mask.astype(bool), extra=gen_len, cache_sharding=cache_sharding))
+    return (logits, *_grow(cache, valid, extra=gen_len, cache_sharding=cache_sharding))
 
 
 # XLA:CPU compiler options of the decode loop: YNNPACK fusions for reductions only. Its
@@ -153,7 +153,7 @@ def _decode_loop(graphdef, state, logits, cache, key_valid, prompt_lens, done, s
     def body(carry):
         i, logits, cache, key_valid, done, out_tok, out_lp, out_mask = carry
         u = jax.lax.dynamic_index_in_dim(uniforms, i, keepdims=False)
-        tok, lp = _sample_token(logits, u, temperature, top_p, greedy=greedy, use_top_p=use_top_p)
+        tok, lp = sample_token(logits, u, temperature, top_p, greedy=greedy, use_top_p=use_top_p)
         live = ~done
         tok = jnp.where(live, tok, pad_id)
         out_tok = out_tok.at[:, i].set(tok)
@@ -214,8 +214,6 @@ def _packed_weights(graphdef, state):
 # attends over the whole bucket; "fine" compiles a phase only when a call reaches it).
 # Figures: benchmarks/README.md.
 DECODE_WINDOWS = "auto"
-
-
 PHASE_MODES = ("auto", "one", "fine", "double", "two")
 
 
@@ -313,30 +311,18 @@ def generate(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, rn
     cache_sh = _cache_sharding(mesh, cfg.num_kv_heads)
     put = (lambda x: jax.device_put(x, shd.batch_sharding(mesh, x.ndim))) if mesh else jnp.asarray
     tokens, mask, prompt_lens, done = map(put, (tokens, mask, prompt_lens, done))
+    # Decode in phases whose cache grows (DECODE_WINDOWS), from the prefill's first window.
     kernels = _use_decode_kernel(model, state, mesh, decode_kernel)
-    out_tok, out_lp, out_mask, cache = _run_phases(
-        graphdef, state, tokens, mask, prompt_lens, done, rng, _phase_mode(kernels), g=g,
-        max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-        eos=jnp.asarray(list(eos_ids) or [-1], jnp.int32), pad_id=pad_id, put=put,
-        cache_sh=cache_sh, packed=_packed_weights(graphdef, state) if kernels else None)
-    del cache
-    out_tok, out_lp, out_mask = (np.asarray(x)[:n, :max_new_tokens]
-                                 for x in jax.device_get((out_tok, out_lp, out_mask)))
-    return SampleOutput(tokens=out_tok, logprobs=out_lp, mask=out_mask,
-                        lengths=out_mask.sum(1).astype(np.int32))
-
-
-def _run_phases(graphdef, state, tokens, mask, prompt_lens, done, rng, mode, *, g,
-                max_new_tokens, temperature, top_p, eos, pad_id, put, cache_sh, packed):
-    """Prefill, then decode in the phases of `mode` whose cache grows (each compiled when a
-    call first reaches it) -> (tokens, log-probs, mask [B, g], cache)."""
-    b, p = tokens.shape
+    mode = _phase_mode(kernels)
     window = _next_window(0, g, mode)
     logits, cache, key_valid = _prefill(graphdef, state, tokens, mask, gen_len=window,
                                         cache_sharding=cache_sh)
+    greedy = temperature == 0
+    packed = _packed_weights(graphdef, state) if kernels else None
+    eos = jnp.asarray(list(eos_ids) or [-1], jnp.int32)
     out_tok, out_lp, out_mask = map(put, (np.full((b, g), pad_id, np.int32),
                                           np.zeros((b, g), np.float32), np.zeros((b, g), bool)))
-    greedy, start = temperature == 0, 0
+    start = 0
     while True:
         stop = min(window, max_new_tokens)
         logits, cache, key_valid, done, rng, out_tok, out_lp, out_mask = _decode(
@@ -344,12 +330,17 @@ def _run_phases(graphdef, state, tokens, mask, prompt_lens, done, rng, mode, *, 
             jnp.int32(stop), rng, jnp.float32(max(temperature, 1e-6)), jnp.float32(top_p), eos,
             jnp.int32(pad_id), out_tok, out_lp, out_mask, prompt_bucket=p, greedy=greedy,
             use_top_p=(not greedy and top_p < 1.0), cache_sharding=cache_sh, packed=packed)
-        if window >= max_new_tokens or bool(jax.device_get(jnp.all(done))):
-            return out_tok, out_lp, out_mask, cache
+        if stop >= max_new_tokens or bool(jax.device_get(jnp.all(done))):
+            break
         start, new_window = stop, _next_window(window, g, mode)
         cache, key_valid = _grow(cache, key_valid, extra=new_window - window,
                                  cache_sharding=cache_sh)
         window = new_window
+    del cache
+    out_tok, out_lp, out_mask = (np.asarray(x)[:n, :max_new_tokens]
+                                 for x in jax.device_get((out_tok, out_lp, out_mask)))
+    return SampleOutput(tokens=out_tok, logprobs=out_lp, mask=out_mask,
+                        lengths=out_mask.sum(1).astype(np.int32))
 
 
 def phase_windows(max_new_tokens: int, kernels: bool = False) -> list:

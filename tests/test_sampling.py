@@ -7,7 +7,7 @@ import pytest
 
 from mle_rl import sampling
 from mle_rl.models import config as mcfg
-from mle_rl.models import qwen2, sharding as shd
+from mle_rl.models import draw, qwen2, sharding as shd
 
 CFG = mcfg.ModelConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_layers=2,
                        num_heads=4, num_kv_heads=2, head_dim=16, rope_theta=10000.0,
@@ -109,11 +109,11 @@ def test_sampling_is_distributed_as_softmax():
     """Inverse-CDF draws follow softmax(logits / T) (chi-square-free check on a 4-way toy)."""
     logits = jnp.log(jnp.asarray([[0.1, 0.2, 0.3, 0.4]] * 20000))
     u = jax.random.uniform(jax.random.key(0), (20000,))
-    tok, _ = sampling._sample_token(logits, u, 1.0, 1.0, greedy=False, use_top_p=False)
+    tok, _ = draw.sample_token(logits, u, 1.0, 1.0, greedy=False, use_top_p=False)
     freq = np.bincount(np.asarray(tok), minlength=4) / 20000
     np.testing.assert_allclose(freq, [0.1, 0.2, 0.3, 0.4], atol=0.015)
     u = jax.random.uniform(jax.random.key(1), (20000,))
-    tok, _ = sampling._sample_token(logits, u, 1.0, 0.55, greedy=False, use_top_p=True)
+    tok, _ = draw.sample_token(logits, u, 1.0, 0.55, greedy=False, use_top_p=True)
     freq = np.bincount(np.asarray(tok), minlength=4) / 20000   # keeps {0.4, 0.3}
     np.testing.assert_allclose(freq, [0, 0, 3 / 7, 4 / 7], atol=0.015)
 
@@ -128,8 +128,8 @@ def test_greedy_token_is_argmax_with_ties():
     logits[3, 299] = 9.0                    # the last index
     logits[4, 0] = 9.0                      # the first index
     logits[5, [0, 299]] = 9.0
-    tok, lp = sampling._sample_token(jnp.asarray(logits), jnp.zeros(6), 1.0, 1.0, greedy=True,
-                                     use_top_p=False)
+    tok, lp = draw.sample_token(jnp.asarray(logits), jnp.zeros(6), 1.0, 1.0, greedy=True,
+                                use_top_p=False)
     np.testing.assert_array_equal(np.asarray(tok), np.argmax(logits, axis=-1))
     want = jax.nn.log_softmax(jnp.asarray(logits))[np.arange(6), np.argmax(logits, -1)]
     np.testing.assert_allclose(np.asarray(lp), np.asarray(want), rtol=1e-5, atol=1e-5)
@@ -144,7 +144,7 @@ def test_two_level_inverse_cdf_matches_one_cumsum():
     w = rng.random((64, v)).astype(np.float32) ** 4
     w[:, rng.choice(v, 300, replace=False)] = 0.0
     u = rng.random(64).astype(np.float32)
-    got = np.asarray(sampling._inverse_cdf(jnp.asarray(w), jnp.asarray(u)))
+    got = np.asarray(draw.inverse_cdf(jnp.asarray(w), jnp.asarray(u)))
     cdf = np.cumsum(w.astype(np.float64), axis=1)
     want = np.minimum((cdf < (u[:, None] * cdf[:, -1:])).sum(1), v - 1)
     np.testing.assert_array_equal(got, want)
@@ -153,7 +153,7 @@ def test_two_level_inverse_cdf_matches_one_cumsum():
     w = np.zeros((1, v), np.float32)
     w[0, [3, 500, 999]] = [0.2, 0.5, 0.3]
     u = jax.random.uniform(jax.random.key(2), (20000,))
-    tok = np.asarray(sampling._inverse_cdf(jnp.broadcast_to(jnp.asarray(w), (20000, v)), u))
+    tok = np.asarray(draw.inverse_cdf(jnp.broadcast_to(jnp.asarray(w), (20000, v)), u))
     freq = np.bincount(tok, minlength=v)[[3, 500, 999]] / 20000
     np.testing.assert_allclose(freq, [0.2, 0.5, 0.3], atol=0.015)
     assert np.bincount(tok, minlength=v).sum() == 20000 and set(np.unique(tok)) <= {3, 500, 999}

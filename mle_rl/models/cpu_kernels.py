@@ -20,9 +20,9 @@ damaged one is built again), so no process loads a half-written or truncated lib
 The matmul's register tiles follow the instruction set: 16 rows where the build has
 AVX-512, 6 where it has AVX2 (`tile_rows()`). If there is no compiler or the build fails,
 the kernel is reported unavailable once (a warning with the compiler's output) and callers
-fall back to XLA. Before building, `check_ffi_headers` checks that jaxlib ships the FFI headers, with
-the API version the source was written for; if not, that warning is one line naming the
-jaxlib found and the one pinned in constraints.txt.
+fall back to XLA. Before building, `check_ffi_headers` checks that jaxlib ships the FFI
+headers, with the API version the source was written for; if not, that warning is one line
+naming the jaxlib found and the one pinned in constraints.txt.
 
 Which path decodes: the kernels are not faster everywhere (1.53x the XLA path on one
 machine, 0.7-1.0x on a 2-core AMD EPYC), so by default each machine measures it, once.

@@ -1,4 +1,4 @@
-"""Drawing the next token from a decode step's logits (the sampler's `_sample_token`).
+"""Drawing the next token from a decode step's logits: `sample_token`, in the sampler's loop.
 
 Sampling draws one uniform per row against the cumulative (unnormalised) probabilities:
 inverse CDF in two levels, blocks of the vocabulary and then one block, cheaper on CPU than
