@@ -1,8 +1,15 @@
 """Best-of-N evaluation of a policy on tasks, both modes (solve, and improve the best so far).
 
     python experiments/evaluate.py --policy_dir=runs/tabular/policy --tasks=tabular-synth --n=32
+    # best@k curves from 128 i.i.d. samples, plotted beside another policy's:
+    python experiments/evaluate.py --policy_dir=... --n=128 --noimprove --out=runs/rl \
+        --plot=runs/best_at_k.png --compare=SFT:runs/sft.json
+    # AIDE-style greedy search: one batch of drafts, then improve the best so far, 200 programs
+    python experiments/evaluate.py --search=greedy --n=200 --out=runs/greedy
 
-Prints a markdown table (metric and direction per task) and writes it, with JSON, to --out.
+Prints a markdown table (metric and direction per task; best@k for k = 1, 2, 4, ... over
+the solve samples) and writes it, with JSON (every sample's score in `scores`, `best_at_k`),
+to --out.
 """
 
 import json
@@ -18,7 +25,14 @@ flags.DEFINE_string("model_preset", "tiny", "Preset for --policy_dir=random.")
 flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "Parameter/compute dtype.")
 flags.DEFINE_list("tasks", ["tabular-synth"], "Task ids.")
 flags.DEFINE_integer("n", 32, "Samples per task (best-of-N).")
-flags.DEFINE_bool("improve", True, "Half of the samples improve the best so far.")
+flags.DEFINE_bool("improve", True, "Half of the samples improve the best so far (best@k is "
+                  "computed over the solve samples only: --noimprove for all n).")
+flags.DEFINE_enum("search", "sample", ["sample", "greedy"], "sample: solve samples (and improve "
+                  "rounds with --improve); greedy: an AIDE-style search, one batch of drafts "
+                  "then every round improves the best program so far (--n programs in all).")
+flags.DEFINE_string("plot", None, "Write the best@k curves (this policy and --compare) to this "
+                    "PNG, one per task (the task id is added to the name when several).")
+flags.DEFINE_list("compare", [], "LABEL:PATH.json of earlier evaluations to plot beside this one.")
 flags.DEFINE_float("temperature", 0.7, "Sampling temperature.")
 flags.DEFINE_float("top_p", 1.0, "Nucleus sampling.")
 flags.DEFINE_integer("max_prompt_tokens", 768, "Prompt budget (a warm-start policy's prompts are "
@@ -73,7 +87,9 @@ def main(argv):
           f"{'/'.join(dtypes)})", flush=True)
     try:
         results = evaluation.best_of_n(
-            model, tok, tasks, FLAGS.n, improve=FLAGS.improve, seed=FLAGS.seed,
+            model, tok, tasks, FLAGS.n, improve=FLAGS.improve or FLAGS.search == "greedy",
+            n_solve=min(FLAGS.sample_batch, FLAGS.n) if FLAGS.search == "greedy" else None,
+            seed=FLAGS.seed,
             num_actors=FLAGS.num_actors, temperature=FLAGS.temperature, top_p=FLAGS.top_p,
             max_prompt_tokens=FLAGS.max_prompt_tokens, max_new_tokens=FLAGS.max_new_tokens,
             sample_batch=FLAGS.sample_batch, instrument=FLAGS.instrument, reward=FLAGS.reward,
@@ -90,7 +106,43 @@ def main(argv):
             f.write(table + "\n")
         with open(FLAGS.out + ".json", "w") as f:
             json.dump(evaluation.results_to_json(results), f, indent=2)
+    if FLAGS.plot:
+        plot_curves(results, FLAGS.plot, FLAGS.compare, FLAGS.label)
     return 0
+
+
+def plot_curves(results: dict, png: str, compare: list, label: str) -> None:
+    """best@k of this evaluation and of the `LABEL:PATH.json` ones, one PNG per task; all
+    curves of a task share one floor (the sample submission's score)."""
+    import pathlib
+
+    from mle_rl.agent import best_at_k as bak
+    from mle_rl.io import curves
+    others = {}
+    for item in compare:
+        name, _, path = item.partition(":")
+        with open(path or name) as f:
+            others[name if path else pathlib.Path(name).stem] = json.load(f)
+    for tid, r in results.items():
+        sets = {label: r.solve_scores()}
+        for name, ev in others.items():
+            if tid in ev:
+                e = ev[tid]
+                sets[name] = [s for s, m in zip(e["scores"], e["modes"]) if m == "solve"]
+        floor = bak.floor_of([x for v in sets.values() for x in v], r.baseline,
+                             r.is_lower_better)
+        if floor is None:
+            continue
+        data = {name: bak.best_at_k(v, bak.powers_of_two(len(v)),
+                                    is_lower_better=r.is_lower_better, floor=floor)
+                for name, v in sets.items()}
+        out = pathlib.Path(png)
+        if len(results) > 1:
+            out = out.with_name(f"{out.stem}_{tid}{out.suffix}")
+        curves.plot_best_at_k(data, out, title=tid, metric=r.metric,
+                              is_lower_better=r.is_lower_better,
+                              baselines={"sample submission": r.baseline})
+        print(f"[eval] best@k curves: {out}")
 
 
 if __name__ == "__main__":

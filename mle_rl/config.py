@@ -162,11 +162,16 @@ def define_flags():
                    "clip_ratio_c, > 1); 0 turns dual-clip off.")
     d.DEFINE_float("value_clip_eps", 0.2, "Value clip (verl critic.cliprange_value: 0.5).")
     d.DEFINE_float("weight_decay", 0.0, "AdamW weight decay (verl optim.weight_decay: 0.01).")
-    d.DEFINE_enum("advantage", "gae", ["gae", "grpo", "rloo"], "Advantage estimator (verl "
-                  "adv_estimator); grpo / rloo are critic-free (no value model) and need "
+    d.DEFINE_enum("advantage", "gae", ["gae", "grpo", "rloo", "max_at_k"],
+                  "Advantage estimator (verl adv_estimator; max_at_k: the leave-one-out "
+                  "gradient of the expected best of --best_of_k samples, "
+                  "rl/advantages.py); grpo / rloo / max_at_k are critic-free (no value model) and need "
                   "--group_size >= 2.")
-    d.DEFINE_bool("grpo_std", True, "GRPO: divide by the group's std (verl "
+    d.DEFINE_bool("grpo_std", True, "GRPO and max_at_k: divide by the group's std (verl "
                   "norm_adv_by_std_in_grpo; false = Dr. GRPO).")
+    d.DEFINE_integer("best_of_k", 4, "--advantage=max_at_k: the k of the expected best of k "
+                     "samples that the update raises (1 = RLOO; >= --group_size - 1 credits "
+                     "only each group's best).")
     d.DEFINE_integer("group_size", 1, "Samples per prompt (verl rollout.n); the buffer "
                      "releases a prompt's samples to the learner only together.")
     d.DEFINE_float("kl_coef", 0.02, "KL(policy || reference) penalty in the reward (verl "
@@ -201,7 +206,8 @@ def define_flags():
                                               "seq_mean_token_sum", "seq_mean_token_sum_norm",
                                               "token_sum"],
                   "Loss aggregation (verl loss_agg_mode: token-mean, seq-mean-token-mean, "
-                  "seq-mean-token-sum, seq-mean-token-sum-norm).")
+                  "seq-mean-token-sum, seq-mean-token-sum-norm as verl 0.9: the mean over "
+                  "sequences of each one's token sum / --loss_scale_factor).")
     d.DEFINE_float("loss_scale_factor", None, "Divisor of seq_mean_token_sum_norm (default: "
                    "--max_new_tokens).")
     # Environment.
@@ -290,6 +296,7 @@ def _check_learner_flags(f):
     _check(f.kl_ctrl == "fixed" or (f.kl_coef > 0 and f.kl_target > 0 and f.kl_horizon > 0),
            "--kl_ctrl=adaptive needs --kl_coef > 0 (the initial coefficient), --kl_target > 0 "
            "and --kl_horizon > 0.")
+    _check(f.best_of_k >= 1, f"--best_of_k must be >= 1, got {f.best_of_k}.")
     _check(f.loss_scale_factor is None or f.loss_scale_factor > 0,
            "--loss_scale_factor must be > 0.")
     _check(f.max_skipped_updates >= 1, "--max_skipped_updates must be >= 1.")
@@ -302,7 +309,8 @@ def _learner_options(f) -> dict:
         scale = float(f.max_new_tokens)     # a constant over the run, as Dr. GRPO asks
     return dict(clip_eps_high=f.clip_eps_high, clip_ratio_c=f.clip_ratio_c or None,
                 value_clip_eps=f.value_clip_eps, weight_decay=f.weight_decay,
-                advantage=f.advantage, grpo_std=f.grpo_std, kl_ctrl=f.kl_ctrl,
+                advantage=f.advantage, grpo_std=f.grpo_std, best_of_k=f.best_of_k,
+                kl_ctrl=f.kl_ctrl,
                 kl_target=f.kl_target, kl_horizon=f.kl_horizon, use_kl_loss=f.use_kl_loss,
                 kl_loss_coef=f.kl_loss_coef, kl_loss_kind=f.kl_loss_kind,
                 loss_scale_factor=scale)

@@ -113,6 +113,14 @@ def nan_reward_work(request, ctx) -> ActionResult:
                         message="scripted")
 
 
+def scored_work(request, ctx) -> ActionResult:
+    """A valid action scored (request id mod 5) / 10, its reward the score: varied scores
+    within every group."""
+    score = (request.request_id % 5) / 10.0
+    return ActionResult(status="ok", score=score, reward=score, duration_s=0.05,
+                        message="scripted")
+
+
 # ---------------------------------------------------------------- trainer stand-in
 
 def parent_main(num_actors: int, from_thread: bool) -> None:

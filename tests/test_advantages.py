@@ -1,5 +1,7 @@
 """Tests of mle_rl.rl.advantages against plain NumPy loops (chex variants: jit / no jit)."""
 
+import itertools
+
 import chex
 import jax.numpy as jnp
 import numpy as np
@@ -163,6 +165,27 @@ def _rloo_ref(scores, groups):
   return out
 
 
+def _max_at_k_ref(scores, groups, k, normalize_std):
+  """Brute force over subsets: E[best of k' draws containing i] - E[best of k' others]."""
+  out = np.zeros(len(scores))
+  for i in range(len(scores)):
+    others = [j for j in range(len(scores)) if groups[j] == groups[i] and j != i]
+    if not others:
+      out[i] = scores[i]
+      continue
+    kk = min(k, len(others))
+    base = np.mean([scores[list(u)].max() for u in itertools.combinations(others, kk)])
+    first = scores[i] if kk == 1 else np.mean(
+        [max(scores[i], scores[list(t)].max()) for t in itertools.combinations(others, kk - 1)])
+    out[i] = first - base
+  if normalize_std:
+    for g in set(groups.tolist()):
+      ix = groups == g
+      if ix.sum() > 1:
+        out[ix] = out[ix] / (out[ix].std() + 1e-6)
+  return out
+
+
 class GroupAdvantageTest(chex.TestCase):
 
   def _data(self):
@@ -199,3 +222,45 @@ class GroupAdvantageTest(chex.TestCase):
   def test_float_group_ids_are_refused(self):
     with self.assertRaises(AssertionError):
       advantages.grpo(np.ones(3, np.float32), np.ones(3, np.float32))
+
+  @chex.variants(with_jit=True, without_jit=True)
+  @parameterized.parameters((1, False), (2, False), (3, True), (4, False), (4, True), (9, False))
+  def test_max_at_k_matches_brute_force(self, k, normalize_std):
+    scores, groups = self._data()
+    scores = np.concatenate([scores, np.array([0.9, -10.0, 0.3, 0.9], np.float32)])
+    groups = np.concatenate([groups, np.full(4, 5, np.int32)])   # a tie and a failure
+    out = self.variant(lambda s, g: advantages.max_at_k(s, g, k, normalize_std=normalize_std))(
+        scores, groups)
+    np.testing.assert_allclose(out, _max_at_k_ref(scores, groups, k, normalize_std),
+                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(out)[7:10], 0.0, atol=1e-6)  # equal scores: none
+    self.assertAlmostEqual(float(out[6]), float(scores[6]), places=5)  # singleton keeps it
+
+  def test_max_at_k_one_is_rloo_and_largest_k_credits_only_the_best(self):
+    scores = np.array([0.2, 0.8, -10.0, 0.5, 0.79], np.float32)
+    groups = np.zeros(5, np.int32)
+    np.testing.assert_allclose(advantages.max_at_k(scores, groups, 1, normalize_std=False),
+                               advantages.rloo(scores, groups), rtol=1e-5, atol=1e-6)
+    top = np.asarray(advantages.max_at_k(scores, groups, 4, normalize_std=False))
+    self.assertAlmostEqual(float(top[1]), 0.8 - 0.79, places=5)   # best: over the next best
+    self.assertTrue(np.all(np.delete(top, 1) <= 0.0))
+
+  def test_max_at_k_failure_does_not_drown_the_valid_ones(self):
+    """One -10 in a group moves the valid samples' advantages little at k = 4, where it
+    shifts every RLOO advantage by about 10 / (n - 1)."""
+    valid = np.array([0.80, 0.82, 0.85, 0.86, 0.83, 0.81, 0.84], np.float32)
+    groups = np.zeros(8, np.int32)
+    with_fail = np.concatenate([valid, [-10.0]]).astype(np.float32)
+    with_ok = np.concatenate([valid, [0.80]]).astype(np.float32)
+    a_fail = np.asarray(advantages.max_at_k(with_fail, groups, 4, normalize_std=False))[:7]
+    a_ok = np.asarray(advantages.max_at_k(with_ok, groups, 4, normalize_std=False))[:7]
+    r_fail = np.asarray(advantages.rloo(with_fail, groups))[:7]
+    r_ok = np.asarray(advantages.rloo(with_ok, groups))[:7]
+    self.assertLess(np.abs(a_fail - a_ok).max(), 0.01)
+    self.assertGreater(np.abs(r_fail - r_ok).min(), 1.0)
+    self.assertEqual(int(np.argmax(a_fail)), 3)            # the best valid one is credited most
+
+  def test_max_at_k_refuses_k_below_one(self):
+    with self.assertRaises(ValueError):
+      advantages.max_at_k(np.ones(2, np.float32), np.zeros(2, np.int32), 0)
+

@@ -30,6 +30,30 @@ def test_evaluate_random_policy_writes_table(tmp_path):
     assert sum(row["families"].values()) == 2
     table = out.with_suffix(".md").read_text()
     assert "| tabular-synth | auc" in table
+    # every sample's score is kept; best@k over the solve samples (sample submission 0.5 as
+    # the floor of an invalid program)
+    assert len(row["scores"]) == len(row["modes"]) == 2 and row["n_solve"] >= 1
+    assert set(row["best_at_k"]) <= {"1", "2"} and "1" in row["best_at_k"]
+    assert all(v >= 0.5 for v in row["best_at_k"].values())
+    assert "best@k over the solve samples" in table
+
+
+def test_evaluate_greedy_search_and_best_at_k_plot(tmp_path):
+    """--search=greedy runs --n programs (drafts first); --plot draws this evaluation's
+    best@k beside an earlier one's (--compare)."""
+    first = tmp_path / "first"
+    common = ["--policy_dir=random", "--tasks=tabular-synth", "--max_new_tokens=8",
+              "--max_prompt_tokens=1536", "--num_actors=1", "--sample_batch=2",
+              f"--cache_dir={tmp_path / 'cache'}"]
+    proc = evaluate(*common, "--n=2", "--noimprove", f"--out={first}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    png = tmp_path / "curves.png"
+    proc = evaluate(*common, "--n=4", "--search=greedy", f"--out={tmp_path / 'greedy'}",
+                    f"--plot={png}", f"--compare=first:{first}.json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = json.loads((tmp_path / "greedy.json").read_text())["tabular-synth"]
+    assert row["n"] == 4 and row["modes"][:2] == ["solve", "solve"]
+    assert png.is_file() and png.stat().st_size > 1000
 
 
 def test_evaluate_bad_input(tmp_path):

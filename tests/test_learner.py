@@ -138,11 +138,13 @@ def _np(tree):
     return jax.tree.map(np.asarray, tree)
 
 
-@pytest.mark.parametrize("advantage", ["grpo", "rloo"])
+@pytest.mark.parametrize("advantage", ["grpo", "rloo", "max_at_k"])
 def test_critic_free_builds_no_critic_and_learns(advantage):
+    """max_at_k with k = 2 over groups of 4 (two rewarded, two penalised samples): a
+    rewarded sample raises the best of two draws, a penalised one lowers it."""
     policy = qwen2.init_model(CFG, seed=1)
     cfg = lrn.PPOConfig(actor_lr=1e-3, epochs=2, minibatches=2, kl_coef=0.0,
-                        advantage=advantage, logprob_chunk=4)
+                        advantage=advantage, logprob_chunk=4, best_of_k=2)
     learner = lrn.Learner(policy, cfg, seed=0)
     assert learner.state.critic is None and learner.state.critic_opt is None
     assert learner.critic_graph is None and learner.critic_tx is None

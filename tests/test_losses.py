@@ -290,7 +290,8 @@ class ChunkedLogprobsTest(chex.TestCase):
 
 
 def _verl_pg_ref(lp, old, adv, m, w, eps_lo, eps_hi, c, reduction, scale=None):
-  """verl 0.8 `compute_policy_loss_vanilla` (+ per-sequence weights) and `agg_loss`, in NumPy:
+  """verl 0.8 `compute_policy_loss_vanilla` (+ per-sequence weights) and verl 0.9's `agg_loss`,
+  in NumPy:
   per-token loss, its gradient by hand, clip fractions."""
   x = np.clip(lp - old, -20.0, 20.0)
   inside = np.abs(lp - old) <= 20.0
@@ -312,9 +313,9 @@ def _verl_pg_ref(lp, old, adv, m, w, eps_lo, eps_hi, c, reduction, scale=None):
     dg = m / np.maximum(n, 1)[:, None] / (n > 0).sum()
   elif reduction == "seq_mean_token_sum":
     loss, dg = (per * m).sum(1)[n > 0].mean(), m / (n > 0).sum()
-  elif reduction == "seq_mean_token_sum_norm":
+  elif reduction == "seq_mean_token_sum_norm":     # verl 0.9: seq-mean of token sums / scale
     s = m.shape[1] if scale is None else scale
-    loss, dg = (per * m).sum() / s, m / s
+    loss, dg = (per * m).sum(1)[n > 0].mean() / s, m / (n > 0).sum() / s
   else:
     loss, dg = (per * m).sum(), m
   frac = lambda b: b[m > 0].mean()
@@ -392,6 +393,16 @@ class ReductionTest(chex.TestCase):
     ref = {"token_mean": xm.sum() / m.sum(),
            "sequence_mean": (xm.sum(1) / np.maximum(n, 1))[n > 0].mean(),
            "seq_mean_token_sum": xm.sum(1)[n > 0].mean(),
-           "seq_mean_token_sum_norm": xm.sum() / x.shape[1],
+           "seq_mean_token_sum_norm": xm.sum(1)[n > 0].mean() / x.shape[1],
            "token_sum": xm.sum()}[reduction]
     np.testing.assert_allclose(out, ref, rtol=1e-5)
+
+  def test_seq_mean_token_sum_norm_is_verl_09(self):
+    """verl 0.9.1 `agg_loss(seq-mean-token-sum-norm)`: masked_sum(seq_losses, seq_mask) /
+    global_batch_size (the non-empty sequences) / loss_scale_factor; verl 0.8 divided the
+    plain sum by the factor, |S| times more."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    m = np.array([[1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]], np.float32)
+    seq = (x * m).sum(1)                                  # [1, 0, 38]
+    out = losses.reduce_tokens(x, m, "seq_mean_token_sum_norm", scale=8.0)
+    np.testing.assert_allclose(out, (seq[0] + seq[2]) / 2 / 8.0, rtol=1e-6)

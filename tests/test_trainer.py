@@ -382,3 +382,24 @@ def test_grpo_batches_hold_whole_groups_of_one_prompt(tmp_path, cache, monkeypat
     rows = _metrics(tmp_path / "run")
     assert "vf_loss" not in rows[0] and rows[0]["nonfinite_skips"] == 0
     assert rows[0]["adv_zero_frac"] == 1.0             # equal rewards in a group: no signal
+
+
+def test_max_at_k_run_logs_valid_scores_and_programs_per_hour(tmp_path, cache, monkeypatch):
+    """--advantage=max_at_k through the loop: groups with varied scores carry a signal; each
+    metrics row has the mean score of the batch's valid programs, the summary the
+    programs executed per hour."""
+    monkeypatch.setenv("MLE_RL_CACHE", str(cache))
+    from mle_rl.agent.trainer import Trainer
+    from tests import actor_work
+    cfg = _config(tmp_path / "run", max_steps=2, advantage="max_at_k", group_size=4,
+                  best_of_k=2, kl_coef=0.0)
+    trainer = Trainer(cfg, log=lambda *_: None, work_fn=f"{actor_work.__name__}:scored_work")
+    summary = trainer.run()
+    assert summary["updates"] == 2 and trainer.learner.state.critic is None
+    assert summary["programs_per_hour"] > 0
+    rows = _metrics(tmp_path / "run")
+    for r in rows:
+        assert 0.0 <= r["score_mean_valid"] <= 0.4 and r["valid_frac"] == 1.0
+        assert r["score_mean_valid"] == r[f"score_mean_valid/{TASK}"]
+    assert any(r["adv_zero_frac"] < 1.0 for r in rows)
+

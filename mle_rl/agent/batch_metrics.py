@@ -32,7 +32,11 @@ def batch_metrics(rollouts: list, *, step: int, tasks: dict, task_ids, best: dic
         "lm_fallback": sum(m.get("lm") == "lm_fallback" for m in meta),
         "dropped_stale": dropped_stale,
         "actions_done": actions_done,
-        **{f"family/{f}": sum(m.get("family", "none") == f for m in meta) for f in fams}}
+        **{f"family/{f}": sum(m.get("family", "none") == f for m in meta) for f in fams},
+        **{f"scored/{t}": sum(x.task_id == t and x.score is not None for x in rollouts)
+           for t in task_ids},
+        **{f"score_sum/{t}": sum(float(x.score) for x in rollouts
+                                 if x.task_id == t and x.score is not None) for t in task_ids}}
     means = {"learner_busy_frac": busy["learner"] / max(wall, 1e-9),   # averaged
              "sampler_busy_frac": busy["sampler"] / max(wall, 1e-9)}
     best_signed = [signed(best[t], tasks[t].is_lower_better) if t in best
@@ -54,6 +58,9 @@ def batch_metrics(rollouts: list, *, step: int, tasks: dict, task_ids, best: dic
     if lm_runs:
         out["lm_instrument_accept_frac"] = float(tot["lm"] / lm_runs)
     out.update({k_: float(v / n) for k_, v in tot.items() if k_.startswith("family/") and v})
+    for tid in task_ids:          # the mean raw score of the valid programs, per task
+        if tot[f"scored/{tid}"]:
+            out[f"score_mean_valid/{tid}"] = float(tot[f"score_sum/{tid}"] / tot[f"scored/{tid}"])
     for tid, b in zip(task_ids, rows[:, j:].max(0)):
         if np.isfinite(b):
             out[f"best_score/{tid}"] = float(signed(b, tasks[tid].is_lower_better))

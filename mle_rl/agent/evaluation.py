@@ -1,8 +1,15 @@
-"""Best-of-N evaluation, as in the RL-for-MLE paper's test protocol.
+"""Best-of-N evaluation, as in the RL-for-MLE paper's test protocol, and best@k curves.
 
-Per task: half the samples solve from scratch; the other half (in rounds) improve the best
-valid solution found so far, shown with its terminal output. The best valid score over all
-N is reported (direction-aware), with the valid fraction and the model families used.
+Per task: `n_solve` samples solve from scratch (default: half, or all with
+`improve=False`); the others (in rounds) improve the best valid solution found so far,
+shown with its terminal output. The best valid score over all N is reported
+(direction-aware), with the valid fraction and the model families used. With `n_solve`
+one sampling batch, the rest is an AIDE-style greedy search: draft once, then keep
+improving the best program so far.
+
+Every sample's score is kept, so best@k (`best_at_k.py`: the unbiased estimate of the
+expected best of k draws) is computed for k = 1, 2, 4, ..., over the *solve* samples only:
+they are i.i.d. draws of the policy, the improve samples are not.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import jax
 import numpy as np
 
 from mle_rl import sampling
+from mle_rl.agent import best_at_k as bak
 from mle_rl.agent.actors import ActionRequest, ActorPool
 from mle_rl.agent.prompt_sources import signed
 from mle_rl.env import families, prompts as env_prompts
@@ -37,6 +45,22 @@ class TaskResult:
     baseline: Optional[float] = None   # the score of public/sample_submission.csv
     statuses: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     failures: list = dataclasses.field(default_factory=list)   # a few (status, message, code)
+    samples: list = dataclasses.field(default_factory=list)    # per program, in finishing order
+
+    def solve_scores(self) -> list:
+        """Raw scores of the solve samples (None = invalid): the i.i.d. draws."""
+        return [x["score"] for x in self.samples if x["mode"] == "solve"]
+
+    def best_at_k(self, ks=None, floor=None) -> dict:
+        scores = self.solve_scores()
+        return bak.best_at_k(scores, ks or bak.powers_of_two(len(scores)),
+                             is_lower_better=self.is_lower_better, floor=floor,
+                             baseline=self.baseline)
+
+    @property
+    def score_mean_valid(self) -> Optional[float]:
+        v = [x["score"] for x in self.samples if x["score"] is not None]
+        return float(np.mean(v)) if v else None
 
     @property
     def beats_baseline(self) -> Optional[bool]:
@@ -76,6 +100,10 @@ def _run_round(pool: ActorPool, model, tokenizer, task, texts, modes, prevs, *, 
             result.rewards.append(r.reward)
             result.families[families.primary_family(r.code)] += 1
             result.statuses[r.status] += 1
+            graded = r.status == "ok" and r.score is not None
+            result.samples.append({"mode": modes[done.request.request_id - start_id],
+                                   "score": float(r.score) if graded else None,
+                                   "status": r.status, "duration_s": round(r.duration_s, 3)})
             if r.status != "ok" and len(result.failures) < 3:
                 result.failures.append({"status": r.status, "message": r.message,
                                         "stderr_tail": r.stderr_tail[-600:],
@@ -107,13 +135,15 @@ def sample_submission_score(task) -> Optional[float]:
     return float(report["score"]) if report["valid_submission"] else None
 
 
-def best_of_n(model, tokenizer, tasks: dict, n: int, *, improve: bool = True, seed: int = 0,
+def best_of_n(model, tokenizer, tasks: dict, n: int, *, improve: bool = True,
+              n_solve: Optional[int] = None, seed: int = 0,
               num_actors: int = 2, temperature: float = 0.7, top_p: float = 1.0,
               max_prompt_tokens: int = 768, max_new_tokens: int = 512, sample_batch: int = 8,
               instrument: str = "ast", reward: str = "rl4mle", cache_dir=None,
               mlebench_dir=None, task_dir=None, warm_pool: bool = True, mesh=None,
               trained_budgets: Optional[dict] = None, log=print) -> dict:
-    """-> {task_id: TaskResult}. `tasks` maps ids to `Task`s. `trained_budgets`
+    """-> {task_id: TaskResult}. `tasks` maps ids to `Task`s. `n_solve`: how many samples
+    solve from scratch (default n // 2, or n without `improve`). `trained_budgets`
     (`warmstart.states.trained_prompt_budgets`) caps the solve / improve prompts at the
     lengths the policy was fine-tuned on."""
     solve_tokens = min(max_prompt_tokens, (trained_budgets or {}).get("solve", max_prompt_tokens))
@@ -138,7 +168,8 @@ def best_of_n(model, tokenizer, tasks: dict, n: int, *, improve: bool = True, se
         for tid, task in tasks.items():
             res = TaskResult(tid, task.metric, task.is_lower_better,
                              baseline=sample_submission_score(task))
-            n_solve = n // 2 if improve else n
+            if n_solve is None:
+                n_solve = n // 2 if improve else n
             solve = solves[tid]
             best_entry = None
             done_n = 0
@@ -168,16 +199,27 @@ def best_of_n(model, tokenizer, tasks: dict, n: int, *, improve: bool = True, se
     return results
 
 
+def _fmt(x) -> str:
+    return "—" if x is None else f"{x:.4f}"
+
+
 def markdown_table(results: dict, label: str = "ours") -> str:
-    lines = [f"| task | metric | best-of-N ({label}) | sample submission | valid | N | families |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [f"| task | metric | best-of-N ({label}) | sample submission | valid | N "
+             f"| mean valid score | families |", "|---|---|---|---|---|---|---|---|"]
     for tid, r in results.items():
         arrow = "↓" if r.is_lower_better else "↑"
-        best = "—" if r.best is None else f"{r.best:.4f}"
-        base = "—" if r.baseline is None else f"{r.baseline:.4f}"
         fams = ", ".join(f"{k} {v}" for k, v in r.families.most_common())
-        lines.append(f"| {tid} | {r.metric} {arrow} | {best} | {base} | {r.valid}/{r.n} | {r.n} "
-                     f"| {fams} |")
+        lines.append(f"| {tid} | {r.metric} {arrow} | {_fmt(r.best)} | {_fmt(r.baseline)} "
+                     f"| {r.valid}/{r.n} | {r.n} | {_fmt(r.score_mean_valid)} | {fams} |")
+    curves = {tid: r.best_at_k() for tid, r in results.items()}
+    ks = sorted({k for c in curves.values() for k in c})
+    if ks:
+        lines += ["", "best@k over the solve samples (expected best of k draws; an invalid "
+                  "program counts as the sample submission):", "",
+                  "| task | " + " | ".join(f"@{k}" for k in ks) + " |",
+                  "|---|" + "---|" * len(ks)]
+        for tid, c in curves.items():
+            lines.append(f"| {tid} | " + " | ".join(_fmt(c.get(k)) for k in ks) + " |")
     return "\n".join(lines)
 
 
@@ -188,5 +230,11 @@ def results_to_json(results: dict) -> dict:
                   r.beats_baseline,
                   "families": dict(r.families), "statuses": dict(r.statuses),
                   "failures": r.failures,
-                  "reward_mean": float(np.mean(r.rewards)) if r.rewards else None}
+                  "reward_mean": float(np.mean(r.rewards)) if r.rewards else None,
+                  "valid_frac": r.valid_frac, "score_mean_valid": r.score_mean_valid,
+                  "best_at_k": {str(k): v for k, v in r.best_at_k().items()},
+                  "n_solve": len(r.solve_scores()),
+                  "scores": [x["score"] for x in r.samples],
+                  "modes": [x["mode"] for x in r.samples],
+                  "durations_s": [x["duration_s"] for x in r.samples]}
             for tid, r in results.items()}

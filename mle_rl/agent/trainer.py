@@ -121,6 +121,7 @@ class Trainer:
         self._progress = metrics_log.Progress(self.cfg.max_steps, start_step=self.step,
                                               max_wall_s=self.cfg.max_wall_s)
         self._busy, self._t_start = Counter(), time.monotonic()
+        self._done_at_start = self.counters["actions_done"]      # resumed runs count theirs
         pool = components.make_actor_pool(self.cfg, self.tasks, self.instrumenter,
                                           work_fn=self.work_fn,
                                           extra_work_kwargs=self.extra_work_kwargs)
@@ -259,8 +260,10 @@ class Trainer:
             best=self.best, dropped_stale=self.buffer.counters["dropped_stale"],
             actions_done=self.counters["actions_done"], busy=self._busy,
             wall=time.monotonic() - self._t_start))
-        if f"best_score/{self.cfg.env.tasks[0]}" in m:
-            m["best_score"] = m[f"best_score/{self.cfg.env.tasks[0]}"]
+        first = self.cfg.env.tasks[0]
+        for key in ("best_score", "score_mean_valid"):     # the first task's, unprefixed
+            if f"{key}/{first}" in m:
+                m[key] = m[f"{key}/{first}"]
         m["compiles"], compile_s = self.compiles.take()
         m["compile_s"] = round(compile_s, 3)
         m["dropped_groups"] = self.buffer.counters["dropped_groups"]
@@ -399,6 +402,8 @@ class Trainer:
         summary = {
             "updates": self.step, "wall_s": round(wall, 1), "stopped_by": self._stop or "max_steps",
             "best": self.best, "actions_done": self.counters["actions_done"],
+            "programs_per_hour": round((self.counters["actions_done"] - self._done_at_start)
+                                       * 3600.0 / max(wall, 1e-9), 1),
             "families": dict(self.family_counts),
             "statuses": {k[7:]: v for k, v in self.counters.items() if k.startswith("status_")},
             "compiles": self.compiles.total[0], "compile_s": round(self.compiles.total[1], 2),

@@ -10,7 +10,7 @@ Pure JAX, one function per concept (rlax style). Conventions shared by every fun
 * ``gamma`` and ``lam`` are a Python/JAX scalar or a ``[B, T]`` array (per-step discount
   ``discount_t`` in rlax), so a time-dependent discount drops in.
 * Outputs are zero at masked positions.
-* The critic-free estimators (``grpo``, ``rloo``) work on one scalar score per sequence
+* The critic-free estimators (``grpo``, ``rloo``, ``max_at_k``) work on one scalar score per sequence
   (``sequence_scores``) and a ``[B]`` int ``group_ids``: rows with the same id are the
   samples of one prompt. ``broadcast_sequence_advantage`` spreads the result over tokens.
 """
@@ -22,6 +22,7 @@ from typing import Optional, Union
 import chex
 import jax
 import jax.numpy as jnp
+from jax.scipy.special import gammaln
 
 Numeric = Union[float, chex.Array]
 
@@ -288,6 +289,93 @@ def rloo(scores: chex.Array, group_ids: chex.Array) -> chex.Array:
   """
   s, n, mean, _ = _group_stats(scores, group_ids)
   return jnp.where(n < 2, s, (s - mean) * n / jnp.maximum(n - 1.0, 1.0))
+
+
+def _log_binom(a: chex.Array, j: chex.Array) -> chex.Array:
+  """``log C(a, j)`` for ``0 <= j <= a`` (float; callers mask the rest)."""
+  a, j = jnp.asarray(a, jnp.float32), jnp.asarray(j, jnp.float32)
+  return gammaln(a + 1.0) - gammaln(j + 1.0) - gammaln(jnp.maximum(a - j, 0.0) + 1.0)
+
+
+def max_at_k(scores: chex.Array,
+             group_ids: chex.Array,
+             k: int,
+             normalize_std: bool = True,
+             eps: float = 1e-6) -> chex.Array:
+  """Leave-one-out advantage of the expected best of ``k`` draws (pass@k / max@k objective).
+
+  The objective is ``J_k = E[max(s_1, ..., s_k)]`` over ``k`` independent samples of a
+  prompt: the score of the best of ``k`` programs, which is what best-of-N evaluation
+  measures. Its policy gradient is ``E[sum_j grad log pi(a_j) * max_i s_i]``; from a group
+  ``G`` of ``n`` samples of one prompt, row ``b`` (``m = n - 1`` others,
+  ``k' = min(k, m)``) gets::
+
+      A_b = E_{T ⊂ G\{b}, |T| = k'-1} [max(s_b, max T)]  -  E_{U ⊂ G\{b}, |U| = k'} [max U]
+
+  over uniformly drawn subsets of the *other* samples: the first term averages the best of
+  ``k'`` draws over the subsets that contain ``b``; the baseline, the leave-one-out
+  estimate of ``J_k'``, does not depend on ``b``'s action, so the gradient stays unbiased
+  (Walder & Karkhanis 2025, PKPO). With ``s_(1) <= ... <= s_(m)`` the others sorted, the
+  best of a uniform ``j``-subset is ``s_(i)`` with probability ``C(i-1, j-1) / C(m, j)``.
+
+  * ``k = 1`` is RLOO: ``A_b = s_b - mean_{others}``.
+  * ``k' = m``: the baseline is the best of the others, so only the group's best sample
+    gets a positive advantage (``A_b <= 0`` for every other one).
+  * A failed program's advantage is ``-(E[best of k'] - E[best of k'-1])`` of the others:
+    small unless the group holds few valid programs, however low its reward (-10) is. So
+    failures do not drown the differences between valid programs, and a sample that
+    raises the group's best is credited even when the mean does not move.
+
+  ``normalize_std``: divide by the standard deviation of the group's advantages (as GRPO
+  divides by the scores' std), so each group weighs alike whatever its scores' scale. A
+  group whose scores are all equal gets ``A = 0``; a group of one keeps its score (as
+  ``rloo``).
+
+  Args:
+    scores: ``[B]`` float, one score per sequence (``sequence_scores``).
+    group_ids: ``[B]`` int; equal ids = samples of the same prompt.
+    k: the ``k`` of best-of-``k`` (>= 1; a static Python int).
+    normalize_std: divide by the group's std of the advantages.
+    eps: added to that std.
+
+  Returns:
+    ``[B]`` float32 advantages (data: ``stop_gradient``).
+  """
+  if int(k) < 1:
+    raise ValueError(f"max_at_k: k must be >= 1, got {k}.")
+  s, n, _, same = _group_stats(scores, group_ids)
+  b = s.shape[0]
+  idx = jnp.arange(b)
+  # A total order (score, then row index): ties are broken consistently.
+  before = (s[:, None] < s[None, :]) | ((s[:, None] == s[None, :]) & (idx[:, None] < idx[None, :]))
+  before = before.astype(jnp.float32)                   # before[d, c]: d sorts before c
+  rank_in_group = jnp.sum(same * before, axis=0)        # [B] 0-based rank of c in its group
+  # rank (1-based) of c among the others of b: c's group rank, less one if b sorts before c.
+  rank = rank_in_group[None, :] - before + 1.0           # [b, c]
+  other = same * (1.0 - jnp.eye(b, dtype=jnp.float32))
+  m = n - 1.0                                            # [B]
+  kk = jnp.clip(jnp.float32(k), 1.0, jnp.maximum(m, 1.0))[:, None]   # [B, 1]
+  m_ = m[:, None]
+
+  def p_best(j):   # P(the best of a uniform j-subset of b's others is c), [b, c]
+    ok = (other > 0) & (rank - 1.0 >= j - 1.0) & (j >= 1.0)
+    logp = _log_binom(rank - 1.0, jnp.maximum(j - 1.0, 0.0)) - _log_binom(m_, j)
+    return jnp.where(ok, jnp.exp(jnp.where(ok, logp, 0.0)), 0.0)
+
+  baseline = jnp.sum(p_best(kk) * s[None, :], axis=1)
+  with_b = jnp.sum(p_best(kk - 1.0) * jnp.maximum(s[:, None], s[None, :]), axis=1)
+  first = jnp.where(kk[:, 0] > 1.0, with_b, s)            # k' = 1: the sample alone
+  big = jnp.float32(jnp.finfo(jnp.float32).max)
+  spread = (jnp.max(jnp.where(same > 0, s[None, :], -big), axis=1)
+            - jnp.min(jnp.where(same > 0, s[None, :], big), axis=1))
+  adv = jnp.where(spread > 0, first - baseline, 0.0)    # equal scores: exactly no signal
+  adv = jnp.where(n < 2, s, adv)
+  if normalize_std:
+    g_mean = same @ adv / n
+    var = same @ jnp.square(adv) / n - jnp.square(g_mean)
+    std = jnp.sqrt(jnp.maximum(var, 0.0))
+    adv = jnp.where(n < 2, adv, adv / (std + eps))
+  return jax.lax.stop_gradient(adv)
 
 
 def broadcast_sequence_advantage(adv: chex.Array, mask: chex.Array) -> chex.Array:

@@ -5,7 +5,7 @@ The update (`ppo_update.py`), top to bottom:
   2. token rewards = sequence reward at the last generated token − β · KL(behaviour ‖ ref),
      β fixed or adaptive (`kl_ctrl`);
   3. advantages: GAE (γ, λ) with a critic, whitened; or critic-free, from the samples of the
-     same prompt (`advantage=grpo|rloo`, rows grouped by `group_ids`); duration weights
+     same prompt (`advantage=grpo|rloo|max_at_k`, rows grouped by `group_ids`); duration weights
      Δt / mean Δt (with every estimator);
   4. `epochs × minibatches` steps (one `lax.scan`) of the dual-clip PPO surrogate (each
      sequence's tokens weighted by its duration weight), entropy bonus, optional KL loss and,
@@ -13,7 +13,7 @@ The update (`ppo_update.py`), top to bottom:
      actor and critic. A step whose loss or gradient is not finite is skipped: parameters
      and optimizer states stay bit-identical, and `nonfinite_skips` counts it.
 
-With `advantage=grpo|rloo` there is no critic at all: no value module, no critic optimizer
+With `advantage=grpo|rloo|max_at_k` there is no critic at all: no value module, no critic optimizer
 state, no value forward pass (`TrainState.critic` and `.critic_opt` are None, so checkpoints
 hold none).
 
@@ -23,7 +23,7 @@ Batch (host numpy or device arrays; `B` sequences of length `L`):
   response_mask [B, L]            1 on generated tokens (the actions)
   behaviour_logprobs [B, L] f32   log π_behaviour(token_t | tokens_<t) at sampling time
   rewards [B] f32, durations [B] f32 (Δt, seconds)
-  group_ids [B] int32             (grpo/rloo only) equal ids = samples of the same prompt
+  group_ids [B] int32             (critic-free only) equal ids = samples of the same prompt
 
 Parameters are pure dicts (`nnx.to_pure_dict`); graph definitions are static. On a mesh,
 parameters follow `models.sharding` and the batch is split over the `data` axis.
@@ -53,7 +53,7 @@ _ppo_update = ppo_update             # the name experiments/multihost_demo.py us
 
 BATCH_KEYS = ("tokens", "attention_mask", "response_mask", "behaviour_logprobs", "rewards",
               "durations")
-ADVANTAGES = ("gae", "grpo", "rloo")
+ADVANTAGES = ("gae", "grpo", "rloo", "max_at_k")
 KL_CONTROLLERS = ("fixed", "adaptive")
 
 
@@ -78,8 +78,9 @@ class PPOConfig:
     use_kl_loss: bool = False       # add kl_loss_coef · KL(π_θ || ref) to the actor loss
     kl_loss_coef: float = 0.001
     kl_loss_kind: str = "k3"        # verl low_var_kl
-    advantage: str = "gae"          # gae (critic) | grpo | rloo (critic-free)
-    grpo_std: bool = True           # GRPO: divide by the group's std (False: Dr. GRPO)
+    advantage: str = "gae"          # gae (critic) | grpo | rloo | max_at_k (critic-free)
+    grpo_std: bool = True           # GRPO, max_at_k: divide by the group's std (False: Dr. GRPO)
+    best_of_k: int = 4              # max_at_k: the k of the expected best of k draws
     gamma: float = 1.0
     lam: float = 0.95
     epochs: int = 1
@@ -103,6 +104,7 @@ class PPOConfig:
         check(self.epochs >= 1 and self.minibatches >= 1, "epochs and minibatches must be >= 1.")
         check(self.advantage in ADVANTAGES,
               f"advantage must be one of {ADVANTAGES}, got {self.advantage!r}.")
+        check(self.best_of_k >= 1, f"best_of_k must be >= 1, got {self.best_of_k}.")
         check(self.kl_ctrl in KL_CONTROLLERS,
               f"kl_ctrl must be one of {KL_CONTROLLERS}, got {self.kl_ctrl!r}.")
         check(self.kl_ctrl == "fixed" or (self.kl_target > 0 and self.kl_horizon > 0

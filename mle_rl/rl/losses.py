@@ -10,8 +10,10 @@ Reductions over tokens (``reduction=``; verl's ``loss_agg_mode`` in brackets), w
   * ``"sequence_mean"`` [seq-mean-token-mean]: ``mean_{b in S} (sum_t m_bt x_bt / n_b)``;
   * ``"seq_mean_token_sum"`` [seq-mean-token-sum]: ``mean_{b in S} sum_t m_bt x_bt``;
   * ``"seq_mean_token_sum_norm"`` [seq-mean-token-sum-norm, Dr. GRPO]:
-    ``sum_{b,t} m_bt x_bt / scale`` with a constant ``scale`` (default ``T``; keep it fixed
-    over a run, e.g. the response budget);
+    ``mean_{b in S} (sum_t m_bt x_bt) / scale`` with a constant ``scale`` (default ``T``;
+    keep it fixed over a run, e.g. the response budget): verl 0.9's form, the
+    ``seq-mean-token-sum`` divided by the constant (verl 0.8 divided the *sum* over
+    sequences, a factor of ``|S|`` larger);
   * ``"token_sum"``: ``sum_{b,t} m_bt x_bt``.
 """
 
@@ -55,14 +57,14 @@ def reduce_tokens(x: chex.Array, mask: chex.Array, reduction: str = "token_mean"
     return jnp.sum(xm) / jnp.maximum(jnp.sum(m), 1.0)
   if reduction == "token_sum":
     return jnp.sum(xm)
-  if reduction == "seq_mean_token_sum_norm":
-    return jnp.sum(xm) / (x.shape[1] if scale is None else scale)
   n = jnp.sum(m, axis=1)
   has = (n > 0).astype(jnp.float32)
   if reduction == "sequence_mean":
     per_seq = jnp.sum(xm, axis=1) / jnp.maximum(n, 1.0)
   elif reduction == "seq_mean_token_sum":
     per_seq = jnp.sum(xm, axis=1)
+  elif reduction == "seq_mean_token_sum_norm":
+    per_seq = jnp.sum(xm, axis=1) / (x.shape[1] if scale is None else scale)
   else:
     raise ValueError(f"reduction must be one of {REDUCTIONS}; got {reduction!r}.")
   return jnp.sum(per_seq * has) / jnp.maximum(jnp.sum(has), 1.0)

@@ -2,7 +2,8 @@
 
 Read top to bottom, it is the whole algorithm (`learner.py` has the batch layout):
   * `_prepare`: reference log-probs, token rewards with the (fixed or adaptive) KL penalty,
-    advantages (GAE with a critic, or critic-free GRPO / RLOO over each prompt's samples),
+    advantages (GAE with a critic, or critic-free GRPO / RLOO / max@k over each prompt's
+    samples),
     duration weights;
   * `_loss`: dual-clip PPO surrogate, entropy bonus, optional KL loss, and with a critic the
     clipped value loss;
@@ -78,6 +79,9 @@ def _prepare(learner, state: TrainState, batch: dict):
         group_ids = batch["group_ids"].astype(jnp.int32)
         if cfg.advantage == "grpo":
             seq_adv = adv_lib.grpo(scores, group_ids, normalize_std=cfg.grpo_std)
+        elif cfg.advantage == "max_at_k":
+            seq_adv = adv_lib.max_at_k(scores, group_ids, cfg.best_of_k,
+                                       normalize_std=cfg.grpo_std)
         else:
             seq_adv = adv_lib.rloo(scores, group_ids)
         adv = adv_lib.broadcast_sequence_advantage(seq_adv, mask)

@@ -1,0 +1,247 @@
+"""The report of `launch/rl_gain.sh`: does RL beat the SFT policy at every k, and at equal compute?
+
+    python experiments/rl_gain_report.py --out_dir=runs/rl_gain --out=experiments/results/rl_gain.md
+
+Reads, per task directory OUT/<task>/: seed<k>/{sft,rl_eval,greedy}.json (evaluate.py),
+seed<k>/rl/{summary.json,metrics.jsonl} (run.py) and sft_pool.json; copies them beside the
+report (<report stem>_files/, so a report can be rebuilt from the copy with
+--out_dir=<that copy>) and writes the markdown and its figures. Only numbers on disk are
+shown; a missing piece is named. best@k is over the i.i.d. solve samples, with one floor
+per task (its sample submission's score; an invalid program counts as that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pathlib
+import shutil
+import sys
+from typing import Optional
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "experiments"))
+
+import report as base  # noqa: E402
+from mle_rl.agent import best_at_k as bak  # noqa: E402
+from mle_rl.io import curves  # noqa: E402
+
+KEEP = ("sft.json", "rl_eval.json", "greedy.json", "rl/summary.json", "rl/metrics.jsonl")
+
+
+def keep_files(out_dir: pathlib.Path, md: pathlib.Path) -> pathlib.Path:
+    """Copies the small result files beside the report; returns the copy's root."""
+    dest = md.with_name(md.stem + "_files")
+    if dest.resolve() == out_dir.resolve():
+        return dest
+    for f in [out_dir / "rl_gain.json", *out_dir.glob("*/sft_pool.json")] + [
+            d / k for d in out_dir.glob("*/seed*") for k in KEEP]:
+        if f.is_file():
+            to = dest / f.relative_to(out_dir)
+            to.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, to)
+    return dest
+
+
+def mean_std(xs: list) -> tuple:
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return None, None
+    m = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
+    return m, sd
+
+
+def _ms(m, sd) -> str:
+    return "—" if m is None else f"{m:.4f} ± {sd:.4f}"
+
+
+def _solve(ev: Optional[dict]) -> list:
+    if not ev:
+        return []
+    return [s for s, m in zip(ev.get("scores", []), ev.get("modes", [])) if m == "solve"]
+
+
+class Task:
+    """Everything on disk for one task."""
+
+    def __init__(self, tdir: pathlib.Path):
+        self.id, self.dir = tdir.name, tdir
+        self.seeds = sorted(int(p.name[4:]) for p in tdir.glob("seed*") if p.name[4:].isdigit())
+        ev = lambda s, name: base._eval(tdir / f"seed{s}" / name, self.id)   # noqa: E731
+        self.sft = {s: ev(s, "sft") for s in self.seeds}
+        self.rl = {s: ev(s, "rl_eval") for s in self.seeds}
+        self.greedy = {s: ev(s, "greedy") for s in self.seeds}
+        self.summary = {s: base._json(tdir / f"seed{s}" / "rl" / "summary.json")
+                        for s in self.seeds}
+        self.metrics = {s: base._metrics(tdir / f"seed{s}" / "rl") for s in self.seeds}
+        self.pool = base._eval(tdir / "sft_pool", self.id)
+        any_ev = next((e for e in [*self.sft.values(), *self.rl.values()] if e), None)
+        self.metric = any_ev["metric"] if any_ev else "?"
+        self.lower = bool(any_ev["is_lower_better"]) if any_ev else False
+        self.baseline = any_ev.get("sample_submission_score") if any_ev else None
+        everything = [x for e in [*self.sft.values(), *self.rl.values(), self.pool]
+                      for x in _solve(e)]
+        self.floor = bak.floor_of(everything, self.baseline, self.lower)
+
+    def curve(self, scores: list, ks) -> dict:
+        if self.floor is None:
+            return {}
+        return bak.best_at_k(scores, ks, is_lower_better=self.lower, floor=self.floor)
+
+    def ks(self) -> list:
+        n = min([len(_solve(e)) for e in [*self.sft.values(), *self.rl.values()] if e] or [0])
+        return bak.powers_of_two(n)
+
+    def better(self, a, b) -> bool:
+        return a < b if self.lower else a > b
+
+
+def best_at_k_table(t: Task) -> tuple[str, dict]:
+    """Rows k: SFT and RL mean ± std over seeds; -> (markdown, findings)."""
+    ks = t.ks()
+    sft = {s: t.curve(_solve(e), ks) for s, e in t.sft.items() if e}
+    rl = {s: t.curve(_solve(e), ks) for s, e in t.rl.items() if e}
+    lines = [f"| k | SFT best@k ({len(sft)} seeds) | RL best@k ({len(rl)} seeds) | RL − SFT "
+             "| RL ahead by > 1 std |", "|---|---|---|---|---|"]
+    found = {"ks": ks, "sft": {}, "rl": {}, "ahead_every_k": bool(ks and sft and rl)}
+    for k in ks:
+        a = mean_std([c.get(k) for c in sft.values()])
+        b = mean_std([c.get(k) for c in rl.values()])
+        found["sft"][k], found["rl"][k] = a, b
+        if a[0] is None or b[0] is None:
+            lines.append(f"| {k} | {_ms(*a)} | {_ms(*b)} | — | — |")
+            found["ahead_every_k"] = False
+            continue
+        diff = b[0] - a[0]
+        clear = t.better(b[0], a[0]) and abs(diff) > max(a[1], b[1])
+        if t.better(a[0], b[0]):
+            found["ahead_every_k"] = False
+        lines.append(f"| {k} | {_ms(*a)} | {_ms(*b)} | {diff:+.4f} | {'yes' if clear else 'no'} |")
+        found[f"clear@{k}"] = clear
+    return "\n".join(lines), found
+
+
+def equal_compute_table(t: Task) -> str:
+    """Per seed: E, RL best@N, SFT best@(E+N) from every SFT sample, greedy at E+N programs,
+    and the best program RL itself ran while training."""
+    pool = [x for e in [*t.sft.values(), t.pool] for x in _solve(e)]
+    arrow = "↓" if t.lower else "↑"
+    lines = [f"| seed | E (programs RL ran) | RL best@N | SFT best@(E+N) | greedy search, "
+             f"E+N programs | best program of the RL run | ({t.metric} {arrow})",
+             "|---|---|---|---|---|---|---|"]
+    for s in t.seeds:
+        summ, rl, gr = t.summary[s], t.rl[s], t.greedy[s]
+        e = summ.get("actions_done") if summ else None
+        n = len(_solve(rl))
+        rl_n = t.curve(_solve(rl), [n]).get(n) if n else None
+        if e is not None and n and len(pool) >= e + n:
+            sft_en = base._fmt(t.curve(pool, [e + n]).get(e + n))
+        else:
+            sft_en = f"— ({len(pool)} SFT samples < E+N)" if e is not None else "—"
+        g = f"{base._fmt(gr['best'])} ({gr['n']} programs)" if gr else "not run"
+        train_best = summ.get("best", {}).get(t.id) if summ else None
+        lines.append(f"| {s} | {e if e is not None else '—'} | {base._fmt(rl_n)} | {sft_en} "
+                     f"| {g} | {base._fmt(train_best)} | |")
+    return "\n".join(lines)
+
+
+def training_figure(t: Task, png: pathlib.Path) -> Optional[pathlib.Path]:
+    series = lambda key: [[r.get(key, math.nan) for r in rows]   # noqa: E731
+                          for rows in t.metrics.values() if rows]
+    if not any(series("valid_frac")):
+        return None
+    return curves.plot_training_bands(
+        {"valid fraction": {"RL": series("valid_frac")},
+         f"mean {t.metric} of valid programs": {"RL": series("score_mean_valid")},
+         "reward mean": {"RL": series("reward_mean")}},
+        png, title=f"{t.id}: per update, smoothed over 5, band = min..max over seeds")
+
+
+def best_at_k_figure(t: Task, found: dict, png: pathlib.Path) -> Optional[pathlib.Path]:
+    if not found["ks"]:
+        return None
+    mean = {lab: {k: found[key][k][0] for k in found["ks"] if found[key][k][0] is not None}
+            for lab, key in (("SFT", "sft"), ("RL", "rl"))}
+    band = {lab: ({k: found[key][k][0] - found[key][k][1] for k in mean[lab]},
+                  {k: found[key][k][0] + found[key][k][1] for k in mean[lab]})
+            for lab, key in (("SFT", "sft"), ("RL", "rl"))}
+    return curves.plot_best_at_k(mean, png, title=f"{t.id} (mean ± std over seeds)",
+                                 metric=t.metric, is_lower_better=t.lower, bands=band,
+                                 baselines={"sample submission": t.baseline})
+
+
+def families(t: Task) -> str:
+    s = t.seeds[0] if t.seeds else None
+    if s is None or not t.metrics[s]:
+        return ""
+    out = [f"Model families over training (seed {s}):", "", base.family_table(
+        t.dir / f"seed{s}" / "rl")]
+    times = [r.get("duration_mean_s") for r in t.metrics[s] if r.get("duration_mean_s")]
+    if times:
+        q = max(1, len(times) // 4)
+        out.append(f"Mean action time: first quarter {sum(times[:q]) / q:.2f} s, last quarter "
+                   f"{sum(times[-q:]) / q:.2f} s.\n")
+    return "\n".join(out)
+
+
+def run_line(t: Task) -> str:
+    parts = []
+    for s in t.seeds:
+        summ = t.summary[s]
+        if summ:
+            parts.append(f"seed {s}: {summ['updates']} updates in {summ['wall_s'] / 60:.1f} min, "
+                         f"{summ.get('programs_per_hour', '—')} programs/h")
+    return "; ".join(parts)
+
+
+def build(out_dir: pathlib.Path, md: pathlib.Path) -> str:
+    meta = base._json(out_dir / "rl_gain.json") or {}
+    tasks = [Task(d) for d in sorted(out_dir.iterdir()) if d.is_dir() and any(d.glob("seed*"))]
+    head = ["# RL's gain over the SFT policy: best@k at every k, and at equal compute", "",
+            "Produced by `launch/rl_gain.sh` (" + ", ".join(f"{k}={v}" for k, v in meta.items())
+            + "). best@k: the unbiased estimate of the expected best of k programs from the "
+            "N i.i.d. solve samples of each policy (temperature 0.7); an invalid program "
+            "counts as the sample submission. Mean ± std (sample std) over seeds.", ""]
+    summary = ["| task | metric | RL ≥ SFT at every k | best@1 ahead by > 1 std "
+               "| best@32 ahead by > 1 std |", "|---|---|---|---|---|"]
+    body = []
+    for t in tasks:
+        table, found = best_at_k_table(t)
+        arrow = "↓" if t.lower else "↑"
+        summary.append(f"| {t.id} | {t.metric} {arrow} | {'yes' if found['ahead_every_k'] else 'no'} "
+                       f"| {'yes' if found.get('clear@1') else 'no'} "
+                       f"| {'yes' if found.get('clear@32') else 'no'} |")
+        body += [f"## {t.id} ({t.metric} {arrow}; sample submission {base._fmt(t.baseline)})",
+                 "", run_line(t), "", table, ""]
+        png = best_at_k_figure(t, found, md.parent / f"{md.stem}_files" / f"{t.id}_best_at_k.png")
+        if png:
+            body += [f"![best@k, {t.id}]({base._rel(png, md)})", ""]
+        body += ["Equal compute (E = programs the RL run executed, N = its evaluation "
+                 "samples):", "", equal_compute_table(t), ""]
+        png = training_figure(t, md.parent / f"{md.stem}_files" / f"{t.id}_training.png")
+        if png:
+            body += [f"![training, {t.id}]({base._rel(png, md)})", ""]
+        body += [families(t), ""]
+    return "\n".join(head + ["## Summary", ""] + summary + [""] + body)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out_dir", required=True)
+    p.add_argument("--out", default="experiments/results/rl_gain.md")
+    a = p.parse_args(argv)
+    out_dir, md = pathlib.Path(a.out_dir), pathlib.Path(a.out)
+    if not out_dir.is_dir():
+        print(f"error: --out_dir {out_dir} does not exist (run launch/rl_gain.sh first).",
+              file=sys.stderr)
+        return 2
+    kept = keep_files(out_dir, md)
+    base._write(build(kept if kept.is_dir() else out_dir, md), md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
