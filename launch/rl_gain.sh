@@ -22,6 +22,7 @@
 #   TASK_DIR   where the held-out tasks are written                [OUT/heldout_tasks]
 #   REPORT     the markdown report               [experiments/results/rl_gain.md]
 #   EXTRA_FLAGS  more flags for run.py (e.g. a setting under test)
+#   EVAL_FLAGS   more flags for evaluate.py        [--sample_batch=16: rounds of 16 programs]
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cpu_only
 parse_dry_run "$@"
@@ -40,6 +41,7 @@ TASK_DIR="${TASK_DIR:-$OUT/heldout_tasks}"
 REPORT="${REPORT:-experiments/results/rl_gain.md}"
 FORCE="${FORCE:-0}"
 read -r -a extra <<< "${EXTRA_FLAGS:-}"
+read -r -a evalx <<< "${EVAL_FLAGS:---sample_batch=16}"
 IFS=',' read -r -a tasks <<< "$TASKS"
 budget=()
 [[ -n "$STEPS" ]] && budget+=("--max_steps=$STEPS")
@@ -62,7 +64,8 @@ once() {   # once OUTPUT LOG CMD...: run unless OUTPUT exists
 evaluate() {   # evaluate POLICY TASK SEED PREFIX N [flags...]
   local policy="$1" task="$2" seed="$3" prefix="$4" n="$5"; shift 5
   once "$prefix.json" "$prefix.log" "$PY" experiments/evaluate.py "--policy_dir=$policy" \
-    "--tasks=$task" "--seed=$seed" "--n=$n" "--task_dir=$TASK_DIR" "--out=$prefix" "$@"
+    "--tasks=$task" "--seed=$seed" "--n=$n" "--task_dir=$TASK_DIR" "--out=$prefix" \
+    "${evalx[@]}" "$@"
 }
 
 executed() {   # programs an RL run executed (its summary.json), 0 in a dry run
