@@ -247,8 +247,10 @@ def ablation_rows(out_dir) -> tuple:
             if ev is not None:
                 metric, lower = ev["metric"], ev["is_lower_better"]
             rows = _metrics(sd / "run")
+            first_valid = next((r["step"] for r in rows if r.get("valid_frac", 0) > 0), None)
             runs.setdefault(v, {})[sd.name] = {
                 "eval": ev, "summary": _json(sd / "run" / "summary.json"),
+                "first_valid": first_valid, "updates": len(rows),
                 "reward_tail": _tail_mean(rows, "reward_mean"),
                 "duration_tail": _tail_mean(rows, "duration_mean_s"),
                 "families": _family_totals(sd / "run")}
@@ -259,8 +261,9 @@ def ablation_table(out_dir) -> str:
     task, metric, lower, runs = ablation_rows(out_dir)
     lines = [f"Task `{task}`" + (f", {metric} {_arrow(lower)}" if metric else "") +
              ". Same budget per run; mean ± std over the seeds that produced a valid submission.",
-             "", "| variant | best-of-N | seeds valid | Δ vs full | paper Δ | train reward "
-             "(last 25%) | action s (last 25%) | top family |", "|---|---|---|---|---|---|---|---|"]
+             "", "| variant | best-of-N | best@1 | seeds valid | Δ vs full | paper Δ | train "
+             "reward (last 25%) | action s (last 25%) | top family | runs with a valid program "
+             "in training (first at update) |", "|---|---|---|---|---|---|---|---|---|---|"]
     full = [r["eval"]["best"] for r in runs.get("full", {}).values()
             if r["eval"] and r["eval"]["best"] is not None]
     full_mean = sum(full) / len(full) if full else None
@@ -278,13 +281,18 @@ def ablation_table(out_dir) -> str:
                 fams[k] = fams.get(k, 0) + c
         top = max(fams, key=fams.get) if fams else "—"
         top = f"{top} {fams[top] / sum(fams.values()):.0%}" if fams else top
+        at1 = [r["eval"].get("best_at_k", {}).get("1") if r["eval"] else None
+               for r in seeds.values()]
+        firsts = [r["first_valid"] for r in seeds.values()]
+        reached = [f for f in firsts if f is not None]
         lines.append(
-            f"| {v} | {_mean_std(bests)} | {len(ok)}/{len(bests)} | {delta} | "
+            f"| {v} | {_mean_std(bests)} | {_mean_std(at1)} | {len(ok)}/{len(bests)} | {delta} | "
             f"{'—' if paper is None else f'{paper:+.2f}%'} | "
             f"{_mean_std([r['reward_tail'] for r in seeds.values()])} | "
-            f"{_mean_std([r['duration_tail'] for r in seeds.values()])} | {top} |")
+            f"{_mean_std([r['duration_tail'] for r in seeds.values()])} | {top} | "
+            f"{len(reached)}/{len(firsts)} ({', '.join(map(str, reached)) or '—'}) |")
     if not runs:
-        lines.append("| (no runs found) | | | | | | | |")
+        lines.append("| (no runs found) | | | | | | | | | |")
     return "\n".join(lines) + "\n"
 
 

@@ -128,10 +128,8 @@ def equal_compute_table(t: Task) -> str:
     """Per seed: E, RL best@N, SFT best@(E+N) from every SFT sample, greedy at E+N programs,
     and the best program RL itself ran while training."""
     pool = [x for e in [*t.sft.values(), t.pool] for x in _solve(e)]
-    arrow = "↓" if t.lower else "↑"
-    lines = [f"| seed | E (programs RL ran) | RL best@N | SFT best@(E+N) | greedy search, "
-             f"E+N programs | best program of the RL run | ({t.metric} {arrow})",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| seed | E (programs RL ran) | RL best@N | SFT best@(E+N) | greedy search, "
+             "E+N programs | best program of the RL run |", "|---|---|---|---|---|---|"]
     for s in t.seeds:
         summ, rl, gr = t.summary[s], t.rl[s], t.greedy[s]
         e = summ.get("actions_done") if summ else None
@@ -144,7 +142,7 @@ def equal_compute_table(t: Task) -> str:
         g = f"{base._fmt(gr['best'])} ({gr['n']} programs)" if gr else "not run"
         train_best = summ.get("best", {}).get(t.id) if summ else None
         lines.append(f"| {s} | {e if e is not None else '—'} | {base._fmt(rl_n)} | {sft_en} "
-                     f"| {g} | {base._fmt(train_best)} | |")
+                     f"| {g} | {base._fmt(train_best)} |")
     return "\n".join(lines)
 
 
@@ -219,8 +217,9 @@ def build(out_dir: pathlib.Path, md: pathlib.Path) -> str:
         png = best_at_k_figure(t, found, md.parent / f"{md.stem}_files" / f"{t.id}_best_at_k.png")
         if png:
             body += [f"![best@k, {t.id}]({base._rel(png, md)})", ""]
-        body += ["Equal compute (E = programs the RL run executed, N = its evaluation "
-                 "samples):", "", equal_compute_table(t), ""]
+        body += [f"Equal compute ({t.metric} {arrow}; E = programs the RL run executed, N = "
+                 "its evaluation samples; the SFT policy's best@(E+N) from all its samples):",
+                 "", equal_compute_table(t), ""]
         png = training_figure(t, md.parent / f"{md.stem}_files" / f"{t.id}_training.png")
         if png:
             body += [f"![training, {t.id}]({base._rel(png, md)})", ""]

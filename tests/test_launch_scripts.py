@@ -196,8 +196,10 @@ def test_ablations_end_to_end_on_the_standin(standin, tmp_path):
         row = _row(md, v)
         ev = json.loads((out / v / "seed0" / "eval.json").read_text())[TASK]
         assert row[1] == ("—" if ev["best"] is None else f"{ev['best']:.4f}")
-        assert row[2] == f"{int(ev['best'] is not None)}/1" and row[4] == paper
-    assert _row(md, "full")[4] == "—"
+        at1 = ev.get("best_at_k", {}).get("1")
+        assert row[2] == ("—" if at1 is None else f"{at1:.4f}")
+        assert row[3] == f"{int(ev['best'] is not None)}/1" and row[5] == paper
+    assert _row(md, "full")[5] == "—"
 
 
 # ----------------------------------------------------------------------------- cpu demo

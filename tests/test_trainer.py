@@ -363,6 +363,19 @@ def test_paper_flagfiles_state_the_learner_choices(tmp_path):
                                                      "token_mean"), path.name
 
 
+def test_default_flagfile_parses_to_the_tuned_learner(tmp_path):
+    """experiments/tabular.flags (the README's main job) is a valid config: critic-free
+    max@k over whole groups."""
+    config.define_flags()
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(["x", f"--flagfile={ROOT / 'experiments' / 'tabular.flags'}",
+                 f"--workdir={tmp_path}"])
+    cfg = config.from_flags(flags.FLAGS)
+    assert cfg.ppo.advantage == "max_at_k" and cfg.ppo.critic_free
+    assert cfg.buffer.batch_size % cfg.buffer.group_size == 0 and cfg.buffer.group_size > 1
+    assert cfg.ppo.best_of_k < cfg.buffer.group_size
+
+
 def test_grpo_batches_hold_whole_groups_of_one_prompt(tmp_path, cache, monkeypatch):
     """--group_size=2 through the asynchronous loop: every batch the learner sees is whole
     groups, each group two samples of one prompt at one policy version; no critic exists."""

@@ -1,0 +1,81 @@
+"""The RL-for-MLE paper's Figure 2 on our trainer: what the policy chooses over training,
+with and without duration weights.
+
+    python experiments/duration_figure.py --out_dir=runs/ablations/tabular-synth \
+        --out=experiments/results/ablations_files/duration_weights.png
+
+Reads OUT/<variant>/seed<k>/run/metrics.jsonl (launch/ablations.sh) for each variant and
+plots, per update (smoothed, band = min..max over seeds): the share of the batch's programs
+from the fast families (linear, naive Bayes / Bayesian ridge, k-NN), the mean action time,
+and the mean score of the valid programs. Prints the same as a table of thirds of training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "experiments"))
+
+import report as base  # noqa: E402
+from mle_rl.io import curves  # noqa: E402
+
+FAST = ("linear", "naive_bayes", "knn")
+
+
+def series(out_dir: pathlib.Path, variant: str) -> dict:
+    """{quantity: [per-seed series]} for one variant."""
+    out = {"fast": [], "time": [], "score": []}
+    for sd in sorted((out_dir / variant).glob("seed*")):
+        rows = base._metrics(sd / "run")
+        if not rows:
+            continue
+        out["fast"].append([sum(r.get(f"family/{f}", 0.0) for f in FAST) for r in rows])
+        out["time"].append([r.get("duration_mean_s", math.nan) for r in rows])
+        out["score"].append([r.get("score_mean_valid", math.nan) for r in rows])
+    return out
+
+
+def thirds(xs: list) -> list:
+    """Mean over seeds of each third of training."""
+    n = min(len(x) for x in xs)
+    k = max(1, math.ceil(n / 3))
+    out = []
+    for i in range(0, n, k):
+        vals = [v for x in xs for v in x[i:i + k] if v == v]
+        out.append(sum(vals) / len(vals) if vals else math.nan)
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out_dir", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--variants", default="full,no_duration_weights")
+    a = p.parse_args(argv)
+    out_dir = pathlib.Path(a.out_dir)
+    data = {v: series(out_dir, v) for v in a.variants.split(",")}
+    data = {v: d for v, d in data.items() if d["fast"]}
+    if not data:
+        print(f"error: no runs under {out_dir}/<variant>/seed*/run", file=sys.stderr)
+        return 2
+    panels = {"share of linear, NB, k-NN programs": {v: d["fast"] for v, d in data.items()},
+              "mean action time (s)": {v: d["time"] for v, d in data.items()},
+              "mean score of valid programs": {v: d["score"] for v, d in data.items()}}
+    png = curves.plot_training_bands(panels, a.out, title=f"{out_dir.name}: with and without "
+                                     "duration weights")
+    print("| variant | seeds | fast-family share (thirds) | action s (thirds) | valid score "
+          "(thirds) |\n|---|---|---|---|---|")
+    for v, d in data.items():
+        cells = [" → ".join(f"{x:.2f}" for x in thirds(d[q])) for q in ("fast", "time", "score")]
+        print(f"| {v} | {len(d['fast'])} | " + " | ".join(cells) + " |")
+    print(f"figure: {png}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""`launch/rl_gain.sh` (its plan) and `experiments/rl_gain_report.py` on runs written here by
+hand, so every number in the report can be checked against the estimator."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "experiments"))
+import rl_gain_report  # noqa: E402
+
+from mle_rl.agent import best_at_k as bak  # noqa: E402
+
+TASK = "heldout-glass-type"
+N = 4
+
+
+def _ev(scores, modes=None, best=None):
+    modes = modes or ["solve"] * len(scores)
+    valid = [s for s in scores if s is not None]
+    return {TASK: {"metric": "multiclass_log_loss", "is_lower_better": True, "n": len(scores),
+                   "valid": len(valid), "best": best if best is not None else min(valid),
+                   "sample_submission_score": 1.5, "scores": scores, "modes": modes}}
+
+
+def _write(d: pathlib.Path, name: str, data) -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_text(json.dumps(data))
+
+
+@pytest.fixture
+def runs(tmp_path):
+    out = tmp_path / "runs"
+    sft = {0: [0.9, 0.7, None, 0.8], 1: [0.6, 1.9, 0.8, 0.9]}      # 1.9: worse than the floor
+    rl = {0: [0.6, 0.65, 0.7, 0.6], 1: [0.55, 0.6, None, 0.62]}
+    for s in (0, 1):
+        d = out / TASK / f"seed{s}"
+        _write(d, "sft.json", _ev(sft[s]))
+        _write(d, "rl_eval.json", _ev(rl[s]))
+        _write(d, "greedy.json", _ev([0.7] * 6, ["solve"] * 2 + ["improve"] * 4, best=0.58))
+        _write(d / "rl", "summary.json", {"updates": 3, "wall_s": 60.0, "actions_done": 2,
+                                          "programs_per_hour": 120.0, "best": {TASK: 0.5}})
+        rows = [{"step": i + 1, "valid_frac": 1.0, "score_mean_valid": 0.8 - 0.1 * i,
+                 "reward_mean": -0.8 + 0.1 * i, "duration_mean_s": 0.5,
+                 "family/linear": 0.5, "family/svm": 0.5} for i in range(3)]
+        (d / "rl" / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    _write(out / TASK, "sft_pool.json", _ev([0.75, 0.85]))
+    _write(out, "rl_gain.json", {"N": N, "seeds": "0 1"})
+    return out, sft, rl
+
+
+def test_report_numbers_are_the_estimator_over_seeds(runs, tmp_path):
+    out, sft, rl = runs
+    md_path = tmp_path / "res" / "rl_gain.md"
+    assert rl_gain_report.main([f"--out_dir={out}", f"--out={md_path}"]) == 0
+    md = md_path.read_text()
+    for k in (1, 2, 4):
+        s = [bak.best_at_k(sft[i], [k], is_lower_better=True, floor=-1.5)[k] for i in (0, 1)]
+        r = [bak.best_at_k(rl[i], [k], is_lower_better=True, floor=-1.5)[k] for i in (0, 1)]
+        cell = lambda xs: "{:.4f} ± {:.4f}".format(*rl_gain_report.mean_std(xs))  # noqa: E731
+        assert f"| {k} | {cell(s)} | {cell(r)} |" in md
+    # RL's curve is below (better than) SFT's at every k: the summary says so
+    assert f"| {TASK} | multiclass_log_loss ↓ | yes |" in md
+    # equal compute: E = 2, N = 4 -> SFT best@6 from all 10 SFT samples (8 + pool of 2)
+    pool = sft[0] + sft[1] + [0.75, 0.85]
+    e6 = bak.best_at_k(pool, [6], is_lower_better=True, floor=-1.5)[6]
+    assert f"| 0 | 2 | {rl_gain_report.base._fmt(bak.best_at_k(rl[0], [4], is_lower_better=True, floor=-1.5)[4])} | {e6:.4f} | 0.5800 (6 programs) | 0.5000 |" in md
+    files = md_path.parent / "rl_gain_files"
+    assert (files / f"{TASK}_best_at_k.png").is_file()
+    assert (files / f"{TASK}_training.png").is_file()
+    assert (files / TASK / "seed1" / "rl" / "metrics.jsonl").is_file()   # kept beside it
+    # rebuilt from the kept copy: the same report
+    again = tmp_path / "res" / "again.md"
+    assert rl_gain_report.main([f"--out_dir={files}", f"--out={again}"]) == 0
+    strip = lambda s: [l for l in s.splitlines() if not l.startswith("![")]   # noqa: E731
+    assert strip(again.read_text()) == strip(md)
+
+
+def test_report_refuses_a_missing_dir(tmp_path):
+    assert rl_gain_report.main([f"--out_dir={tmp_path / 'none'}"]) == 2
+
+
+def test_rl_gain_dry_run_plans_every_step(tmp_path):
+    env = dict(os.environ, MLE_RL_CACHE=str(tmp_path / "cache"), JAX_PLATFORMS="cpu",
+               OUT=str(tmp_path / "out"), TASKS="heldout-pima-diabetes", SEEDS="0 1",
+               STEPS="5", N="16")
+    p = subprocess.run(["bash", str(ROOT / "launch" / "rl_gain.sh"), "--dry-run"], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert not (tmp_path / "out").exists()
+    cmds = [l[2:] for l in p.stdout.splitlines() if l.startswith("+ ")]
+    runs = [c for c in cmds if "run.py" in c]
+    assert len(runs) == 2 and all("--max_steps=5" in c and "tabular.flags" in c for c in runs)
+    evals = [c for c in cmds if "evaluate.py" in c]
+    assert sum("--noimprove" in c and "--n=16" in c for c in evals) == 4   # SFT + RL, 2 seeds
+    assert all("--sample_batch=16" in c for c in evals)
+    assert "rl_gain_report.py" in cmds[-1]
+    bad = subprocess.run(["bash", str(ROOT / "launch" / "rl_gain.sh"), "--now"], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--dry-run" in bad.stderr
