@@ -78,7 +78,8 @@ def main(argv):
         model, tok, path = load_policy(FLAGS.policy_dir, preset=FLAGS.model_preset,
                                     dtype=FLAGS.dtype, cache_dir=FLAGS.cache_dir,
                                     seed=FLAGS.seed)
-    except (env_tasks.UnknownTask, env_tasks.user_tasks.TaskSpecError, CheckpointError) as e:
+    except (env_tasks.UnknownTask, env_tasks.user_tasks.TaskSpecError, CheckpointError,
+            config.ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     dtypes = sorted({str(x.dtype) for x in jax.tree.leaves(nnx.state(model, nnx.Param))})

@@ -97,10 +97,10 @@ class RunConfig:
 
 
 # Settings that shape the saved arrays (a critic or none, an adaptive β), the buffer's groups
-# or the archive; the rest may change on resume. Checkpoints from before a setting existed
-# saved its default.
+# and batches (an exact resume takes the same batches) or the archive; the rest may change on
+# resume. Checkpoints from before a setting existed saved its default.
 RESUME_MUST_MATCH = ("model.*", "env.tasks", "ppo.critic", "ppo.advantage", "ppo.kl_ctrl",
-                     "buffer.group_size")
+                     "buffer.group_size", "buffer.batch_size")
 _ADDED_LATER = {("ppo", "advantage"): "gae", ("ppo", "kl_ctrl"): "fixed",
                 ("buffer", "group_size"): 1}
 

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "experiments", "evaluate.py")
 
@@ -89,9 +91,16 @@ def test_evaluate_a_user_task_with_its_baseline(tmp_path):
 def test_trained_prompt_budgets(tmp_path):
     from mle_rl.warmstart.states import trained_prompt_budgets
 
+    from mle_rl.warmstart.states import WarmStartRecordError
+
     assert trained_prompt_budgets(tmp_path) is None          # not a warm-start policy
-    (tmp_path / "warmstart.json").write_text("{not json")
-    assert trained_prompt_budgets(tmp_path) is None          # unreadable: ignored
     (tmp_path / "warmstart.json").write_text(json.dumps(
         {"settings": {"budgets": {"solve_prompt": 128, "improve_prompt": 512}}}))
     assert trained_prompt_budgets(tmp_path) == {"solve": 128, "improve": 512}
+    for text, why in (("{not json", "not readable as JSON"),
+                      (json.dumps({"format": 2, "settings": {}}), "format 2"),
+                      (json.dumps({"settings": {"sft": {}}}), "no settings.budgets")):
+        (tmp_path / "warmstart.json").write_text(text)
+        with pytest.raises(WarmStartRecordError, match=why) as e:
+            trained_prompt_budgets(tmp_path)
+        assert str(tmp_path / "warmstart.json") in str(e.value) and "\n" not in str(e.value)

@@ -56,8 +56,15 @@ def load_policy(policy_dir: Optional[str], *, preset: str = "tiny", dtype: str =
 
     An HF checkpoint directory; `default` (the cached CPU default policy that the warm
     start builds, built first when missing); or `random` (random init of `preset` with a
-    byte-level tokenizer, for tests and smoke runs: it writes no working code)."""
+    byte-level tokenizer, for tests and smoke runs: it writes no working code). A
+    warm-start record (`warmstart.json`) this version cannot read is a `ConfigError`."""
+    from mle_rl.warmstart.states import WarmStartRecordError, trained_prompt_budgets
+
     path = resolve_policy_dir(policy_dir, cache_dir, log)
+    try:
+        trained_prompt_budgets(path)          # before the weights: fail fast, write nothing
+    except WarmStartRecordError as e:
+        raise ConfigError(str(e)) from None
     model, tokenizer = policy.load(path, preset=preset, dtype=dtype, seed=seed)
     return model, tokenizer, path
 

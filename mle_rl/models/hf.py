@@ -92,7 +92,9 @@ def _open(f: pathlib.Path):
     try:
         return safe_open(str(f), framework="numpy")
     except (SafetensorError, OSError, ValueError) as e:
-        raise CheckpointError(f"{f}: unreadable or truncated safetensors file ({e}).") from None
+        raise CheckpointError(f"{f}: unreadable or truncated safetensors file ({e}); copy the "
+                              f"checkpoint again from an intact source (or save it anew with "
+                              f"hf.save), or point at another policy.") from None
 
 
 def load(path: str | os.PathLike, dtype=jnp.float32, *, mesh: Optional[jax.sharding.Mesh] = None,
@@ -219,4 +221,23 @@ def load_tokenizer(path: str | os.PathLike):
             return PreTrainedTokenizerFast.from_pretrained(str(path))
         return AutoTokenizer.from_pretrained(str(path))
     except (OSError, ValueError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path}: no loadable tokenizer ({e}).") from None
+        raise CheckpointError(f"{_broken_tokenizer_file(path)}: no loadable tokenizer ({e}); "
+                              f"copy the tokenizer files again from the policy they were saved "
+                              f"with (tokenizer.save_pretrained), or point at another "
+                              f"policy.") from None
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "vocab.json")
+
+
+def _broken_tokenizer_file(path) -> pathlib.Path:
+    """The first tokenizer file beside a checkpoint that is not JSON (else the directory)."""
+    for name in TOKENIZER_FILES:
+        f = pathlib.Path(path) / name
+        if f.is_file():
+            try:
+                json.loads(f.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return f
+    return pathlib.Path(path)

@@ -22,6 +22,7 @@ from typing import Callable, Optional
 
 from mle_rl.env import prompts, tasks
 from mle_rl.warmstart import corpus, generic, lm_instrument, sft, sft_data, tokenizer as tok_lib
+from mle_rl.warmstart.states import WARMSTART_FORMAT
 
 MARKER = "warmstart.json"
 EXPECTED_MINUTES = 25
@@ -176,7 +177,8 @@ def build(out_dir, settings: WarmStartSettings = WarmStartSettings(), *,
     n_params = sum(x.size for x in jax.tree.leaves(
         __import__("flax").nnx.state(model, __import__("flax").nnx.Param)))
     summary = {
-        "hash": source_hash(settings), "settings": settings.to_json(),
+        "format": WARMSTART_FORMAT, "hash": source_hash(settings),
+        "settings": settings.to_json(),
         "build_seconds": round(time.time() - t_start, 1),
         "corpus_seconds": round(t_corpus, 1),
         "corpus": {k: v for k, v in cstats.items() if k != "key"},

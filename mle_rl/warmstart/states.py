@@ -31,19 +31,39 @@ def _uniform(rng) -> float:
     return float(rng.random())
 
 
+WARMSTART_FORMAT = 1        # the layout of warmstart.json that this version writes and reads
+
+
+class WarmStartRecordError(ValueError):
+    """A policy's warmstart.json that this version cannot read (one line for a person)."""
+
+
 def trained_prompt_budgets(path: Optional[pathlib.Path]) -> Optional[dict]:
     """{"solve": N, "improve": M}: the prompt lengths (tokens) a warm-start policy was
-    fine-tuned on (its `warmstart.json`), or None for any other checkpoint. A small policy
-    reads longer prompts badly (positions it never saw), so callers fit prompts to
-    min(their budget, these)."""
+    fine-tuned on (its `warmstart.json`), or None for a checkpoint without one. A small
+    policy reads longer prompts badly (positions it never saw), so callers fit prompts to
+    min(their budget, these). A warmstart.json that is not JSON, or of another layout
+    (`format` other than WARMSTART_FORMAT, or without the budgets), raises
+    `WarmStartRecordError`: its policy would be prompted at lengths it was not trained on."""
     marker = pathlib.Path(path) / "warmstart.json" if path is not None else None
     if marker is None or not marker.is_file():
         return None
+    fix = ("rebuild the policy with experiments/warm_start.py, or delete the file if this "
+           "policy is not from the warm start")
     try:
-        budgets = json.loads(marker.read_text())["settings"]["budgets"]
+        record = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise WarmStartRecordError(f"{marker}: not readable as JSON ({e}); {fix}.") from None
+    fmt = record.get("format", WARMSTART_FORMAT) if isinstance(record, dict) else None
+    try:
+        if fmt != WARMSTART_FORMAT:
+            raise ValueError(f"format {fmt!r}, this version reads {WARMSTART_FORMAT}")
+        budgets = record["settings"]["budgets"]
         return {"solve": int(budgets["solve_prompt"]), "improve": int(budgets["improve_prompt"])}
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    except (ValueError, KeyError, TypeError) as e:
+        what = e if isinstance(e, ValueError) else f"no settings.budgets ({e!r})"
+        raise WarmStartRecordError(f"{marker}: written by another version of the warm start "
+                                   f"({what}); {fix}.") from None
 
 
 def _budgets(path: pathlib.Path, solve, improve) -> tuple[int, int]:
