@@ -4,6 +4,11 @@
 
 Writes DIR/metrics.jsonl, TensorBoard events (DIR/tb), orbax checkpoints (DIR/checkpoints),
 the final policy as an HF directory (DIR/policy), a reward curve and a summary.
+
+Exit status: 0 done; 2 bad input (a flag, a task, a policy or checkpoint that cannot be
+used: one line says which and what to do); 3 training diverged (checkpointed); 4 no space
+left on the disk (one line names the path and its free space; the last whole checkpoint is
+kept, and --resume continues from it once there is room).
 """
 
 import os
@@ -32,6 +37,7 @@ def main(argv):
     compile_cache.enable()    # compiled executables reused across processes
     from mle_rl.runtime import distributed
     distributed.initialize(cfg)
+    from mle_rl.io import disk
     from mle_rl.io.checkpoint import CheckpointError
     from mle_rl.models.hf import CheckpointError as ModelCheckpointError
     from mle_rl.agent.trainer import Trainer
@@ -45,6 +51,13 @@ def main(argv):
     except TrainingDiverged as e:     # checkpointed and finished; the policy is the last good one
         print(f"error: {e}", file=sys.stderr)
         return 3
+    except OSError as e:              # a full disk: one line, the last whole checkpoint kept
+        if not disk.is_disk_full(e):
+            raise
+        if not isinstance(e, disk.DiskFullError):
+            e = disk.disk_full(cfg.workdir, "the run's files")
+        print(f"error: {e}", file=sys.stderr)
+        return 4
     if "process" in summary:          # a process other than 0 of a multi-host run
         print(f"done: process {summary['process']}: {summary['updates']} updates")
     else:

@@ -52,6 +52,7 @@ from mle_rl.config import RunConfig
 from mle_rl.env import families
 from mle_rl.env.instrument import new_nonce
 from mle_rl.io import checkpoint as ckpt
+from mle_rl.io import disk
 from mle_rl.io import metrics_log, policy
 from mle_rl.models import hf
 from mle_rl.models import sharding as shd
@@ -125,6 +126,7 @@ class Trainer:
         pool = components.make_actor_pool(self.cfg, self.tasks, self.instrumenter,
                                           work_fn=self.work_fn,
                                           extra_work_kwargs=self.extra_work_kwargs)
+        disk_full = False
         try:
             while self.step < self.cfg.max_steps and not self._stopped:
                 self._check_wall_clock()
@@ -135,9 +137,18 @@ class Trainer:
                     metrics = self._update()
                     self._log(metrics)
                     self._checkpoint()
+        except disk.DiskFullError:
+            disk_full = True          # no last checkpoint: the latest whole one stays
+            raise
         finally:
-            self._shut_down(pool, handlers)
-        summary = self._finish(time.monotonic() - self._t_start)
+            self._shut_down(pool, handlers, save=not disk_full)
+        try:
+            summary = self._finish(time.monotonic() - self._t_start)
+        except OSError as e:
+            if not disk.is_disk_full(e) or isinstance(e, disk.DiskFullError):
+                raise
+            raise disk.disk_full(self.workdir, "the exported policy, reward curve or summary",
+                                 f"checkpoint {self.step} is whole.") from e
         if self.guard.message:
             raise TrainingDiverged(self.guard.message)
         return summary
@@ -378,14 +389,15 @@ class Trainer:
         if self.cfg.max_wall_s and time.monotonic() - self._t_start > self.cfg.max_wall_s:
             self._stop = self._stop or "max_wall_s"
 
-    def _shut_down(self, pool: ActorPool, handlers: dict):
+    def _shut_down(self, pool: ActorPool, handlers: dict, save: bool = True):
         """However the loop ended: the old signal handlers back, the actors stopped, a last
-        checkpoint written (and waited for), the logs closed."""
+        checkpoint written (and waited for; not after a full disk), the logs closed."""
         for s, h in handlers.items():
             signal.signal(s, h)
         pool.close()
-        self.save_checkpoint(force=True)
-        self.checkpointer.wait()
+        if save:
+            self.save_checkpoint(force=True)
+            self.checkpointer.wait()
         if self.metrics is not None:
             self.metrics.close()
 

@@ -47,6 +47,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from mle_rl.io import checkpoint_format as fmt
+from mle_rl.io import disk
 from mle_rl.io.checkpoint_format import MAY_CHANGE, ConfigDiff, compatible  # noqa: F401
 
 FORMAT_VERSION = 1
@@ -89,6 +90,7 @@ class Checkpointer:
                                   f"({type(e).__name__}: {_first_line(e)}); check that it is a "
                                   "writable directory.") from e
         self._empty_trash()
+        _silence_abandoned_reads()     # a failed write (a full disk) leaves the same echoes
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -197,7 +199,17 @@ class Checkpointer:
         self._manager.reload()
         return later, dest
 
-    def _write_failed(self, step, e: BaseException) -> CheckpointError:
+    def _write_failed(self, step, e: BaseException) -> Exception:
+        """The error of a failed save: for a full disk (`disk.DiskFullError`), after the
+        save's half-written temporary directory is removed (room for the next try)."""
+        if disk.is_disk_full(e):
+            for name in os.listdir(self.directory):
+                if step is not None and name.startswith(f"{step}.orbax-checkpoint-tmp"):
+                    shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
+            intact = [s for s in self.all_steps() if step is None or s < step]
+            after = (f"checkpoint {intact[-1]} is intact." if intact
+                     else "no checkpoint had been written yet.")
+            return disk.disk_full(self.directory, f"checkpoint {step}", after)
         return CheckpointError(
             f"could not write checkpoint{'' if step is None else f' {step}'} to {self.directory} "
             f"({type(e).__name__}: {_first_line(e)}); check its free space and permissions.")
@@ -392,6 +404,7 @@ def quiet_orbax_logging(level: int = logging.WARNING) -> None:
     logger = logging.getLogger("absl")
     if not any(isinstance(f, _DropOrbaxInfo) for f in logger.filters):
         logger.addFilter(_DropOrbaxInfo(level))
+    disk.quiet_write_failures()
 
 
 # ---------------------------------------------------------------------------------------

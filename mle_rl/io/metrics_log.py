@@ -25,6 +25,8 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
+from mle_rl.io import disk
+
 METRICS_FILE = "metrics.jsonl"
 
 # (metric key, label) pairs shown by `progress_line`; a label with "{}" places the value.
@@ -125,7 +127,8 @@ class MetricsLogger:
             if kept and isinstance(kept[-1].get("elapsed_s"), (int, float)):
                 self._elapsed0 = float(kept[-1]["elapsed_s"])
         self._t0 = time.time()
-        self._file = open(self.path, "a", encoding="utf-8")
+        # A raw descriptor, no buffer: each record is one write, cut back when it fails.
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._tb = None
         if tensorboard:
             SummaryWriter = _summary_writer_class()
@@ -142,22 +145,36 @@ class MetricsLogger:
         for k, v in clean_metrics(metrics).items():
             if k not in rec:
                 rec[k] = v
-        self._file.write(json.dumps(rec, allow_nan=False) + "\n")
-        self._file.flush()
+        self._append(json.dumps(rec, allow_nan=False) + "\n")
         if self._tb is not None:
             for k, v in rec.items():
                 if k not in ("step", "time") and isinstance(v, (int, float)) and v is not None:
                     self._tb.add_scalar(k, float(v), global_step=rec["step"], walltime=now)
         return rec
 
+    def _append(self, line: str) -> None:
+        """Writes one whole line or nothing: a write that fails (a full disk) is cut back
+        to the file's previous end, so metrics.jsonl never holds a torn line."""
+        data = line.encode("utf-8")
+        end = os.fstat(self._fd).st_size
+        try:
+            done = 0
+            while done < len(data):
+                done += os.write(self._fd, data[done:])
+        except OSError as e:
+            os.ftruncate(self._fd, end)
+            if disk.is_disk_full(e):
+                raise disk.disk_full(self.path, "a metrics record") from e
+            raise
+
     def flush(self) -> None:
-        self._file.flush()
         if self._tb is not None:
             self._tb.flush()
 
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         if self._tb is not None:
             self._tb.close()
             self._tb = None

@@ -7,6 +7,7 @@ that `transformers.AutoModelForCausalLM.from_pretrained` loads.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pathlib
@@ -159,43 +160,52 @@ def save(model: Qwen2, path: str | os.PathLike, *, tokenizer=None,
     tmp = path.with_name(path.name + ".tmp-save")
     if tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    _, state = nnx.split(model)
-    flat = dict(nnx.to_flat_state(state))
-    tensors, shards, size = {}, [], 0
-    for name, spath, transpose in param_table(cfg):
-        arr = np.asarray(jax.device_get(flat[spath][...]))
-        if dtype is not None:
-            arr = arr.astype(np.dtype(dtype))
-        if transpose:
-            arr = arr.T
-        arr = np.ascontiguousarray(arr)
-        if tensors and size + arr.nbytes > max_shard_bytes:
-            shards.append(tensors)
-            tensors, size = {}, 0
-        tensors[name] = arr
-        size += arr.nbytes
-    shards.append(tensors)
-    hf_cfg = cfg.to_hf_dict()
-    first = next(iter(shards[0].values()))
-    hf_cfg["torch_dtype"] = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16",
-                             np.dtype(ml_dtypes.bfloat16): "bfloat16"}.get(first.dtype, "float32")
-    hf_cfg["dtype"] = hf_cfg["torch_dtype"]
-    (tmp / "config.json").write_text(json.dumps(hf_cfg, indent=2))
-    if len(shards) == 1:
-        save_file(shards[0], str(tmp / SINGLE_FILE), metadata={"format": "pt"})
-    else:
-        weight_map, total = {}, 0
-        for i, sh in enumerate(shards):
-            fname = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-            save_file(sh, str(tmp / fname), metadata={"format": "pt"})
-            for name, arr in sh.items():
-                weight_map[name] = fname
-                total += arr.nbytes
-        (tmp / INDEX_FILE).write_text(json.dumps(
-            {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
-    if tokenizer is not None:
-        tokenizer.save_pretrained(str(tmp))
+    try:       # a failed write (a full disk) leaves no half directory behind
+        tmp.mkdir(parents=True)
+        _, state = nnx.split(model)
+        flat = dict(nnx.to_flat_state(state))
+        tensors, shards, size = {}, [], 0
+        for name, spath, transpose in param_table(cfg):
+            arr = np.asarray(jax.device_get(flat[spath][...]))
+            if dtype is not None:
+                arr = arr.astype(np.dtype(dtype))
+            if transpose:
+                arr = arr.T
+            arr = np.ascontiguousarray(arr)
+            if tensors and size + arr.nbytes > max_shard_bytes:
+                shards.append(tensors)
+                tensors, size = {}, 0
+            tensors[name] = arr
+            size += arr.nbytes
+        shards.append(tensors)
+        hf_cfg = cfg.to_hf_dict()
+        first = next(iter(shards[0].values()))
+        hf_cfg["torch_dtype"] = {np.dtype(np.float32): "float32",
+                                 np.dtype(np.float16): "float16",
+                                 np.dtype(ml_dtypes.bfloat16): "bfloat16"}.get(first.dtype,
+                                                                               "float32")
+        hf_cfg["dtype"] = hf_cfg["torch_dtype"]
+        (tmp / "config.json").write_text(json.dumps(hf_cfg, indent=2))
+        if len(shards) == 1:
+            save_file(shards[0], str(tmp / SINGLE_FILE), metadata={"format": "pt"})
+        else:
+            weight_map, total = {}, 0
+            for i, sh in enumerate(shards):
+                fname = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+                save_file(sh, str(tmp / fname), metadata={"format": "pt"})
+                for name, arr in sh.items():
+                    weight_map[name] = fname
+                    total += arr.nbytes
+            (tmp / INDEX_FILE).write_text(json.dumps(
+                {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
+        if tokenizer is not None:
+            tokenizer.save_pretrained(str(tmp))
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not isinstance(e, OSError) and "No space left on device" in str(e):
+            # safetensors says ENOSPC in its own exception type: make it the OSError it is
+            raise OSError(errno.ENOSPC, f"no space left on device saving {path} ({e})") from e
+        raise
     if path.exists():
         old = path.with_name(path.name + ".old-save")
         if old.exists():
