@@ -8,7 +8,9 @@ the final policy as an HF directory (DIR/policy), a reward curve and a summary.
 Exit status: 0 done; 2 bad input (a flag, a task, a policy or checkpoint that cannot be
 used: one line says which and what to do); 3 training diverged (checkpointed); 4 no space
 left on the disk (one line names the path and its free space; the last whole checkpoint is
-kept, and --resume continues from it once there is room).
+kept, and --resume continues from it once there is room); 5 another process of a
+multi-process run was lost (one line names it; --resume of all continues from the last
+checkpoint all of them finished).
 """
 
 import os
@@ -35,8 +37,14 @@ def main(argv):
         return 2
     from mle_rl.runtime import compile_cache
     compile_cache.enable()    # compiled executables reused across processes
-    from mle_rl.runtime import distributed
+    from mle_rl.runtime import distributed, peers
+    if cfg.num_processes > 1:     # a lost peer's abort said in one line (runtime/stderr_guard)
+        from mle_rl.runtime import stderr_guard
+        stderr_guard.install(cfg.process_id, cfg.num_processes,
+                             os.path.join(cfg.workdir, "checkpoints"))
     distributed.initialize(cfg)
+    watch = peers.start(cfg.process_id, cfg.num_processes,
+                        os.path.join(cfg.workdir, "checkpoints"), timeout=cfg.peer_timeout_s)
     from mle_rl.io import disk
     from mle_rl.io.checkpoint import CheckpointError
     from mle_rl.models.hf import CheckpointError as ModelCheckpointError
@@ -45,19 +53,24 @@ def main(argv):
     try:
         trainer = Trainer(cfg)
         summary = trainer.run()
-    except (config.ConfigError, CheckpointError, ModelCheckpointError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except TrainingDiverged as e:     # checkpointed and finished; the policy is the last good one
-        print(f"error: {e}", file=sys.stderr)
-        return 3
-    except OSError as e:              # a full disk: one line, the last whole checkpoint kept
-        if not disk.is_disk_full(e):
-            raise
-        if not isinstance(e, disk.DiskFullError):
-            e = disk.disk_full(cfg.workdir, "the run's files")
-        print(f"error: {e}", file=sys.stderr)
-        return 4
+    except Exception as e:  # noqa: BLE001 - each kind below is one line and its exit status
+        if watch is not None and (watch.lost or peers.is_peer_failure(e)):
+            watch.exit_lost(e)            # a lost process: one line, exit 5, no shutdown wait
+        if isinstance(e, (config.ConfigError, CheckpointError, ModelCheckpointError)):
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        if isinstance(e, TrainingDiverged):   # checkpointed; the policy is the last good one
+            print(f"error: {e}", file=sys.stderr)
+            return 3
+        if isinstance(e, OSError) and disk.is_disk_full(e):   # the last whole checkpoint kept
+            if not isinstance(e, disk.DiskFullError):
+                e = disk.disk_full(cfg.workdir, "the run's files")
+            print(f"error: {e}", file=sys.stderr)
+            return 4
+        raise
+    finally:
+        if watch is not None:
+            watch.finished()              # the collectives are over: no more judging
     if "process" in summary:          # a process other than 0 of a multi-host run
         print(f"done: process {summary['process']}: {summary['updates']} updates")
     else:

@@ -91,6 +91,7 @@ class RunConfig:
     coordinator_address: Optional[str] = None
     num_processes: int = 1
     process_id: int = 0
+    peer_timeout_s: float = 30.0
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -238,6 +239,9 @@ def define_flags():
     d.DEFINE_string("coordinator_address", None, "jax.distributed coordinator host:port.")
     d.DEFINE_integer("num_processes", 1, "Processes in a multi-host run.")
     d.DEFINE_integer("process_id", 0, "This process's index in a multi-host run.")
+    d.DEFINE_float("peer_timeout_s", 30.0, "Multi-host: a process whose heartbeat has not "
+                   "moved for this long is lost, and every other process stops (exit 5) "
+                   "with one line naming it (runtime/peers.py).")
 
 
 def define_task_dir_flag():
@@ -341,6 +345,7 @@ def from_flags(f) -> RunConfig:
     _check(bool(f.tasks), "--tasks needs at least one task id.")
     _check(f.num_processes >= 1 and 0 <= f.process_id < f.num_processes,
            f"--process_id={f.process_id} must be in [0, --num_processes={f.num_processes}).")
+    _check(f.peer_timeout_s > 0, "--peer_timeout_s must be > 0.")
     _check(f.num_processes == 1 or f.coordinator_address,
            "--num_processes > 1 needs --coordinator_address=host:port.")
     _check(f.batch_size % f.num_processes == 0,
@@ -387,4 +392,4 @@ def from_flags(f) -> RunConfig:
         resume_step=f.resume_step, seed=f.seed,
         tensorboard=f.tensorboard, mesh_shape=mesh_shape, fsdp=f.fsdp,
         coordinator_address=f.coordinator_address, num_processes=f.num_processes,
-        process_id=f.process_id)
+        process_id=f.process_id, peer_timeout_s=f.peer_timeout_s)

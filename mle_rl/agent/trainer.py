@@ -44,23 +44,22 @@ from mle_rl.agent import buffer as rbuf
 from mle_rl.agent import components
 from mle_rl.agent.actors import ActionDone, ActionRequest, ActorPool
 from mle_rl.agent.batch_metrics import batch_metrics
+from mle_rl.agent.host_state import HostState
 from mle_rl.agent.prompt_sources import Archive, draw_prompts, signed
 from mle_rl.agent.update_guard import SkipGuard, TrainingDiverged
 from mle_rl.runtime.compile_cache import CompileLog
-from mle_rl import config
 from mle_rl.config import RunConfig
 from mle_rl.env import families
 from mle_rl.env.instrument import new_nonce
-from mle_rl.io import checkpoint as ckpt
 from mle_rl.io import disk
 from mle_rl.io import metrics_log, policy
 from mle_rl.models import hf
 from mle_rl.models import sharding as shd
 from mle_rl.rl.learner import Learner
-from mle_rl.runtime import distributed
+from mle_rl.runtime import distributed, peers
 
 
-class Trainer:
+class Trainer(HostState):
     """`work_fn` (a "module:function" run by each actor; default: the real environment)
     and `work_kwargs` replace what actors do, for benchmarks with synthetic actions."""
 
@@ -126,7 +125,7 @@ class Trainer:
         pool = components.make_actor_pool(self.cfg, self.tasks, self.instrumenter,
                                           work_fn=self.work_fn,
                                           extra_work_kwargs=self.extra_work_kwargs)
-        disk_full = False
+        save = True
         try:
             while self.step < self.cfg.max_steps and not self._stopped:
                 self._check_wall_clock()
@@ -138,10 +137,14 @@ class Trainer:
                     self._log(metrics)
                     self._checkpoint()
         except disk.DiskFullError:
-            disk_full = True          # no last checkpoint: the latest whole one stays
+            save = False              # no last checkpoint: the latest whole one stays
+            raise
+        except Exception as e:
+            if peers.is_peer_failure(e):
+                save = False          # a dead peer: no collective checkpoint can complete
             raise
         finally:
-            self._shut_down(pool, handlers, save=not disk_full)
+            self._shut_down(pool, handlers, save=save)
         try:
             summary = self._finish(time.monotonic() - self._t_start)
         except OSError as e:
@@ -184,6 +187,7 @@ class Trainer:
             self.sampler_policy, ids, max_new_tokens=self.cfg.sampling.max_new_tokens,
             rng=sub, temperature=self.cfg.sampling.temperature, top_p=self.cfg.sampling.top_p,
             eos_ids=self.eos_ids, pad_id=self.pad_id, mesh=self.sample_mesh)
+        peers.fault_point("sample", self.step + 1)
         version = self.step
         for i, (p, prompt_ids, group) in enumerate(zip(prompts, ids, groups)):
             n_tok = int(out.lengths[i])
@@ -263,6 +267,7 @@ class Trainer:
         # Group ids unique over processes (each local batch holds at most local_batch groups).
         batch["group_ids"] = batch["group_ids"] + self.proc * self.local_batch
         t0 = time.monotonic()
+        peers.fault_point("update", self.step + 1)
         m = self.learner.update(batch)
         self._refresh_sampler()
         self._busy["learner"] += time.monotonic() - t0
@@ -307,72 +312,6 @@ class Trainer:
     def _checkpoint(self):
         if self.step % self.cfg.checkpoint_every == 0:
             self.save_checkpoint()
-
-    def save_checkpoint(self, force: bool = False):
-        """On every process (a collective when multi-process: each one's host state is
-        gathered so that process 0's checkpoint holds all of them)."""
-        if not self.checkpointer.should_save(self.step, force):
-            return
-        extra = self._host_state()
-        if self.nproc > 1:
-            extra = {"hosts": distributed.allgather_objects(extra), "config": extra["config"]}
-        self.checkpointer.save(self.step, self.learner.state, extra, force=force)
-
-    def _host_state(self) -> dict:
-        """What a checkpoint holds besides the learner's state."""
-        return {
-            "archive": self.archive.state_dict(),
-            "counters": dict(self.counters),
-            "best": self.best,
-            "families": dict(self.family_counts),
-            "host_rng": self.rng.bit_generator.state,
-            "sample_key": np.asarray(self.sample_key),
-            "buffer": self.buffer.state_dict(),
-            "config": self.cfg.to_dict(),
-        }
-
-    def _restore(self):
-        """Loads checkpoint `--resume_step` (default: the latest). Resuming below the latest,
-        the later checkpoints are moved aside (one warning line says where) once the restore
-        has succeeded, so this run writes those steps anew and a later `--resume` finds
-        them; `MetricsLogger(resume_step=...)` likewise drops the metrics after the step."""
-        latest = self.cfg.resume_step
-        if latest is None:
-            latest = self.checkpointer.latest_step()
-        if latest is None:
-            raise ckpt.CheckpointError(
-                f"--resume: no checkpoint in {self.workdir / 'checkpoints'}; run without "
-                f"--resume to start fresh.")
-        state, extra = self.checkpointer.restore(latest, abstract_state=self.learner.state)
-        hosts = extra.get("hosts")
-        if (len(hosts) if hosts is not None else 1) != self.nproc:
-            raise ckpt.CheckpointError(
-                f"checkpoint {latest} in {self.workdir / 'checkpoints'} was written by "
-                f"{len(hosts) if hosts is not None else 1} process(es); resume it with the same "
-                f"--num_processes (now {self.nproc}).")
-        if hosts is not None:
-            extra = {**hosts[self.proc], "config": extra["config"]}
-        # What shapes the saved arrays and the archive must match; the rest may change.
-        saved_config = config.with_added_defaults(extra.get("config", {}))
-        ckpt.check_compatible(saved_config, self.cfg.to_dict(),
-                              directory=self.workdir / "checkpoints", step=latest,
-                              keys=config.RESUME_MUST_MATCH)
-        self.learner.state = state
-        self._refresh_sampler()
-        self.archive.load_state_dict(extra["archive"])
-        self.counters = Counter(extra["counters"])
-        self.best = dict(extra["best"])
-        self.family_counts = Counter(extra["families"])
-        self.rng.bit_generator.state = extra["host_rng"]
-        self.sample_key = np.asarray(extra["sample_key"], np.uint32)
-        self.buffer.load_state_dict(extra["buffer"])
-        moved, where = self.checkpointer.discard_after(latest)
-        distributed.barrier("resume_discard_after")     # every process sees the same steps
-        if moved and self.proc == 0:
-            self.log(f"[resume] warning: resuming from checkpoint {latest}, below the latest "
-                     f"{moved[-1]}: moved checkpoint(s) {moved} to {where} (this run writes "
-                     f"them anew; metrics.jsonl continues after step {latest})")
-        self.log(f"[resume] continuing at update {self.step} from {self.workdir}")
 
     # ------------------------------------------------------------------ stop, finish
     def _catch_signals(self) -> dict:

@@ -22,9 +22,9 @@ from typing import Callable, Optional
 
 from mle_rl.env import prompts, tasks
 from mle_rl.warmstart import corpus, generic, lm_instrument, sft, sft_data, tokenizer as tok_lib
-from mle_rl.warmstart.states import WARMSTART_FORMAT
 
 MARKER = "warmstart.json"
+WARMSTART_FORMAT = 1     # the layout of MARKER that this version writes and reads (states.py)
 EXPECTED_MINUTES = 25
 
 

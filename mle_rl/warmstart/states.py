@@ -17,6 +17,7 @@ import pathlib
 from typing import Optional, Sequence
 
 from mle_rl.env import prompts, tasks
+from mle_rl.warmstart.pipeline import WARMSTART_FORMAT
 
 STATES_FILE = "states.jsonl"
 
@@ -29,9 +30,6 @@ def _randrange(rng, n: int) -> int:
 
 def _uniform(rng) -> float:
     return float(rng.random())
-
-
-WARMSTART_FORMAT = 1        # the layout of warmstart.json that this version writes and reads
 
 
 class WarmStartRecordError(ValueError):
