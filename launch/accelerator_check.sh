@@ -20,7 +20,9 @@
 #   POLICY_DIR    use this HF directory instead of building the stand-in
 #   MESH          data,model mesh of the run     [devices/2,2 with an even count, else N,1]
 #   PLAN_MODEL    preset of the paper-settings plan                           [qwen2p5_3b]
-#   STEP_TIMEOUT  seconds per step                                                  [3600]
+#   STEP_TIMEOUT  seconds per step at most                                           [300]
+#   TOTAL_S       seconds for all the steps together (one GPU's 10-minute slot): each step
+#                 gets at most what is left; a step with no time left is skipped      [570]
 #   STEPS         which steps, comma-separated          [parity,sampling,training,plan,run]
 #   FORCE_CPU=1   run the steps on CPU anyway (to test this script; tests/test_launch_scripts.py)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -30,7 +32,8 @@ OUT="${OUT:-runs/accelerator_check}"
 REPORT="${REPORT:-$OUT/accelerator_check.md}"
 MODEL="${MODEL:-qwen2p5_0p5b}"
 POLICY_DIR="${POLICY_DIR:-}"
-STEP_TIMEOUT="${STEP_TIMEOUT:-3600}"
+STEP_TIMEOUT="${STEP_TIMEOUT:-300}"
+TOTAL_S="${TOTAL_S:-570}"
 STEPS="${STEPS:-parity,sampling,training,plan,run}"
 FORCE_CPU="${FORCE_CPU:-0}"
 PLAN_MODEL="${PLAN_MODEL:-qwen2p5_3b}"
@@ -95,11 +98,18 @@ if [[ -z "$POLICY_DIR" && ! -f "$STANDIN/config.json" ]] && [[ ",$STEPS," == *,r
     echo "[accelerator_check] building the stand-in FAILED (see $OUT/standin.log)" >&2
 fi
 declare -A RC SECS
+start=$SECONDS
 for s in "${steps[@]}"; do
-  echo "[accelerator_check] $s: ${CMD[$s]}"
+  left=$(( TOTAL_S - (SECONDS - start) ))
+  budget=$(( left < STEP_TIMEOUT ? left : STEP_TIMEOUT ))
   t0=$SECONDS
+  if (( budget <= 5 )); then
+    echo "[accelerator_check] $s: skipped (TOTAL_S=$TOTAL_S spent)" | tee "$OUT/$s.log"
+    RC[$s]=124; SECS[$s]=0; continue
+  fi
+  echo "[accelerator_check] $s (at most ${budget} s): ${CMD[$s]}"
   set +e
-  timeout "$STEP_TIMEOUT" bash -c "${CMD[$s]}" > "$OUT/$s.log" 2>&1
+  timeout "$budget" bash -c "${CMD[$s]}" > "$OUT/$s.log" 2>&1
   RC[$s]=$?
   set -e
   SECS[$s]=$(( SECONDS - t0 ))

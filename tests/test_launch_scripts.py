@@ -363,7 +363,8 @@ def test_accelerator_check_plan_and_run_steps_write_the_table_on_cpu(standin, tm
     out = tmp_path / "acc"
     p = _script("accelerator_check.sh", {"OUT": out, "FORCE_CPU": 1, "STEPS": "plan,run",
                                          "POLICY_DIR": standin["ckpt"], "MESH": "1,1",
-                                         "PLAN_MODEL": "micro"},
+                                         "PLAN_MODEL": "micro", "TOTAL_S": 3000,
+                                         "STEP_TIMEOUT": 3000},
                 standin["cache"], timeout=3000)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     md = (out / "accelerator_check.md").read_text()
