@@ -1,0 +1,48 @@
+"""`experiments/duration_figure.py` (the paper's Figure 2 from ablation runs) and
+`experiments/self_improve_share.py` on files written here by hand."""
+
+import json
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "experiments"))
+import duration_figure  # noqa: E402
+import self_improve_share  # noqa: E402
+
+
+def _metrics(d: pathlib.Path, fast: list, times: list):
+    d.mkdir(parents=True)
+    rows = [{"step": i + 1, "family/linear": f, "family/mlp": 1 - f, "duration_mean_s": t,
+             "score_mean_valid": 0.8} for i, (f, t) in enumerate(zip(fast, times))]
+    (d / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def test_duration_figure_thirds_and_png(tmp_path, capsys):
+    out = tmp_path / "abl"
+    for s in (0, 1):
+        _metrics(out / "full" / f"seed{s}" / "run", [0.5, 0.4, 0.3, 0.2, 0.1, 0.0],
+                 [1, 2, 3, 4, 5, 6])
+        _metrics(out / "no_duration_weights" / f"seed{s}" / "run",
+                 [0.5, 0.6, 0.7, 0.8, 0.9, 1.0], [6, 5, 4, 3, 2, 1])
+    png = tmp_path / "fig.png"
+    assert duration_figure.main([f"--out_dir={out}", f"--out={png}"]) == 0
+    text = capsys.readouterr().out
+    assert "| full | 2 | 0.45 → 0.25 → 0.05 | 1.50 → 3.50 → 5.50 |" in text
+    assert "| no_duration_weights | 2 | 0.55 → 0.75 → 0.95 |" in text
+    assert png.is_file() and png.stat().st_size > 1000
+    assert duration_figure.main([f"--out_dir={tmp_path / 'none'}", f"--out={png}"]) == 2
+
+
+def test_self_improve_share_counts_strict_wins(tmp_path, capsys):
+    ev = {"t1": {"metric": "auc", "is_lower_better": False, "scores": [0.8, 0.7, 0.85, None],
+                 "modes": ["solve", "solve", "improve", "improve"]},
+          "t2": {"metric": "rmse", "is_lower_better": True, "scores": [3.0, 2.0, 2.0, 2.5],
+                 "modes": ["solve", "solve", "improve", "improve"]}}
+    f = tmp_path / "sft.json"
+    f.write_text(json.dumps(ev))
+    assert self_improve_share.main([str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "| sft | t1 | auc ↑ | 0.8000 (2) | 0.8500 (2) | improve |" in out
+    assert "| sft | t2 | rmse ↓ | 2.0000 (2) | 2.0000 (2) | solve |" in out    # a tie: no win
+    assert "on 1 of 2 (task, policy) pairs" in out
