@@ -263,10 +263,12 @@ def test_ablation_table_mean_std_and_direction_aware_delta(tmp_path, lower):
     _fake_run(tmp_path / "no_duration_weights" / "seed1", "t", None, fam, lower)
     md = report.ablation_table(tmp_path)
     full, nodw = _row(md, "full"), _row(md, "no_duration_weights")
-    assert full[1] == "0.8500 ± 0.0707" and full[2] == "2/2"
-    assert nodw[1] == "0.5000" and nodw[2] == "1/2" and nodw[4] == "-3.85%"
-    assert nodw[3] == ("+41.2%" if lower else "-41.2%")   # (0.5 - 0.85) / 0.85, + = better
-    assert nodw[7] == "linear 75%"
+    assert full[1] == "0.8500 ± 0.0707" and full[3] == "2/2"
+    assert nodw[1] == "0.5000" and nodw[3] == "1/2" and nodw[5] == "-3.85%"
+    assert nodw[4] == ("+41.2%" if lower else "-41.2%")   # (0.5 - 0.85) / 0.85, + = better
+    assert nodw[8] == "linear 75%"
+    assert full[2] == "—"                                  # no best@k in these evaluations
+    assert full[9] == "0/2 (—)"                            # no valid_frac in these metrics
 
 
 def _fake_eval(path: pathlib.Path, task, best, lower=False, n=32, valid=32, base=None):
