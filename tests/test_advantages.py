@@ -260,6 +260,20 @@ class GroupAdvantageTest(chex.TestCase):
     self.assertGreater(np.abs(r_fail - r_ok).min(), 1.0)
     self.assertEqual(int(np.argmax(a_fail)), 3)            # the best valid one is credited most
 
+  def test_max_at_k_signal_silences_groups_whose_rewards_are_equal(self):
+    """Equal rewards, scores apart only by tiny KL terms: without ``signal`` the std division
+    makes unit-scale advantages of that noise; with the rewards as ``signal`` they are 0,
+    and a group whose rewards differ keeps exactly its advantages."""
+    rewards = np.array([0.8] * 4 + [0.1, 0.9, 0.5, 0.3], np.float32)
+    kl_noise = np.array([1e-4, -2e-4, 3e-4, 0.0, 1e-4, -1e-4, 2e-4, 0.0], np.float32)
+    scores = rewards + kl_noise
+    groups = np.array([0] * 4 + [1] * 4, np.int32)
+    noisy = np.asarray(advantages.max_at_k(scores, groups, 2))
+    self.assertGreater(np.abs(noisy[:4]).max(), 0.5)
+    quiet = np.asarray(advantages.max_at_k(scores, groups, 2, signal=rewards))
+    np.testing.assert_array_equal(quiet[:4], 0.0)
+    np.testing.assert_allclose(quiet[4:], noisy[4:], rtol=1e-6)
+
   def test_max_at_k_refuses_k_below_one(self):
     with self.assertRaises(ValueError):
       advantages.max_at_k(np.ones(2, np.float32), np.zeros(2, np.int32), 0)

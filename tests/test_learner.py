@@ -162,6 +162,23 @@ def test_critic_free_builds_no_critic_and_learns(advantage):
     assert delta[::2].mean() > 0.5 and delta[1::2].mean() < -0.5
 
 
+def test_max_at_k_group_of_equal_rewards_gets_no_advantage_despite_kl():
+    """With a KL penalty in the reward, a group whose rewards are all equal still has scores
+    apart by their KL terms; max_at_k gives it no advantage (the rewards decide the signal),
+    while a group whose rewards differ is trained."""
+    cfg = lrn.PPOConfig(actor_lr=1e-3, kl_coef=0.05, advantage="max_at_k", best_of_k=2,
+                        logprob_chunk=4)
+    learner = lrn.Learner(qwen2.init_model(CFG, seed=1), cfg, seed=0)
+    learner.update(_grouped(make_batch(learner.policy())))   # the policy leaves its reference
+    batch = _grouped(make_batch(learner.policy(), seed=3))
+    batch["rewards"] = np.full_like(batch["rewards"], 0.5)    # both groups: no signal
+    m = learner.update(batch)
+    assert m["adv_zero_frac"] == 1.0
+    batch["rewards"][4:] = np.array([0.1, 0.9, 0.5, 0.3], batch["rewards"].dtype)
+    m = learner.update(batch)
+    assert m["adv_zero_frac"] == 0.5
+
+
 def test_critic_free_update_jaxpr_has_no_value_forward():
     """GRPO's compiled update is smaller than GAE's: no critic trunk, no value head."""
     out = {}

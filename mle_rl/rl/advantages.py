@@ -301,7 +301,8 @@ def max_at_k(scores: chex.Array,
              group_ids: chex.Array,
              k: int,
              normalize_std: bool = True,
-             eps: float = 1e-6) -> chex.Array:
+             eps: float = 1e-6,
+             signal: Optional[chex.Array] = None) -> chex.Array:
   """Leave-one-out advantage of the expected best of ``k`` draws (pass@k / max@k objective).
 
   The objective is ``J_k = E[max(s_1, ..., s_k)]`` over ``k`` independent samples of a
@@ -331,12 +332,21 @@ def max_at_k(scores: chex.Array,
   group whose scores are all equal gets ``A = 0``; a group of one keeps its score (as
   ``rloo``).
 
+  ``signal``: what decides whether a group carries a signal at all. The trainer's scores
+  are the rewards less the KL penalty; when the rewards of a group are all equal (eight
+  programs with the same validation score), their scores still differ by the KL terms,
+  and dividing by the group's std would blow that noise up to advantages of unit scale.
+  With ``signal`` (``[B]``, the rewards alone) a group whose signals are all equal gets
+  ``A = 0`` whatever its scores.
+
   Args:
     scores: ``[B]`` float, one score per sequence (``sequence_scores``).
     group_ids: ``[B]`` int; equal ids = samples of the same prompt.
     k: the ``k`` of best-of-``k`` (>= 1; a static Python int).
     normalize_std: divide by the group's std of the advantages.
     eps: added to that std.
+    signal: optional ``[B]`` float; groups whose ``signal`` is constant get ``A = 0``
+      (default: the scores themselves).
 
   Returns:
     ``[B]`` float32 advantages (data: ``stop_gradient``).
@@ -366,9 +376,11 @@ def max_at_k(scores: chex.Array,
   with_b = jnp.sum(p_best(kk - 1.0) * jnp.maximum(s[:, None], s[None, :]), axis=1)
   first = jnp.where(kk[:, 0] > 1.0, with_b, s)            # k' = 1: the sample alone
   big = jnp.float32(jnp.finfo(jnp.float32).max)
-  spread = (jnp.max(jnp.where(same > 0, s[None, :], -big), axis=1)
-            - jnp.min(jnp.where(same > 0, s[None, :], big), axis=1))
-  adv = jnp.where(spread > 0, first - baseline, 0.0)    # equal scores: exactly no signal
+  sig = s if signal is None else jax.lax.stop_gradient(signal.astype(jnp.float32))
+  chex.assert_equal_shape([sig, s])
+  spread = (jnp.max(jnp.where(same > 0, sig[None, :], -big), axis=1)
+            - jnp.min(jnp.where(same > 0, sig[None, :], big), axis=1))
+  adv = jnp.where(spread > 0, first - baseline, 0.0)    # equal signals: exactly no signal
   adv = jnp.where(n < 2, s, adv)
   if normalize_std:
     g_mean = same @ adv / n

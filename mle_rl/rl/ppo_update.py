@@ -80,8 +80,11 @@ def _prepare(learner, state: TrainState, batch: dict):
         if cfg.advantage == "grpo":
             seq_adv = adv_lib.grpo(scores, group_ids, normalize_std=cfg.grpo_std)
         elif cfg.advantage == "max_at_k":
+            # A group whose rewards are all equal carries no signal, however its KL
+            # penalties differ (advantages.max_at_k's ``signal``).
             seq_adv = adv_lib.max_at_k(scores, group_ids, cfg.best_of_k,
-                                       normalize_std=cfg.grpo_std)
+                                       normalize_std=cfg.grpo_std,
+                                       signal=batch["rewards"].astype(jnp.float32))
         else:
             seq_adv = adv_lib.rloo(scores, group_ids)
         adv = adv_lib.broadcast_sequence_advantage(seq_adv, mask)
