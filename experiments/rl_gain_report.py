@@ -146,6 +146,31 @@ def equal_compute_table(t: Task) -> str:
     return "\n".join(lines)
 
 
+def start_end_table(t: Task) -> str:
+    """Per seed: the valid fraction and the mean score of the valid programs over the first
+    and the last fifth of the updates (at least one update each): does the run end better
+    than it starts?"""
+    lines = [f"| seed | updates | valid fraction, first → last fifth | mean {t.metric} of valid "
+             "programs, first → last fifth |", "|---|---|---|---|"]
+    for s in t.seeds:
+        rows = t.metrics.get(s) or []
+        if not rows:
+            continue
+        q = max(1, len(rows) // 5)
+
+        def avg(key, part):
+            xs = [r[key] for r in part if isinstance(r.get(key), (int, float))
+                  and math.isfinite(r[key])]
+            return sum(xs) / len(xs) if xs else None
+
+        cells = []
+        for key in ("valid_frac", "score_mean_valid"):
+            a, b = avg(key, rows[:q]), avg(key, rows[-q:])
+            cells.append(f"{base._fmt(a)} → {base._fmt(b)}")
+        lines.append(f"| {s} | {len(rows)} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def training_figure(t: Task, png: pathlib.Path) -> Optional[pathlib.Path]:
     series = lambda key: [[r.get(key, math.nan) for r in rows]   # noqa: E731
                           for rows in t.metrics.values() if rows]
@@ -223,6 +248,10 @@ def build(out_dir: pathlib.Path, md: pathlib.Path) -> str:
         png = training_figure(t, md.parent / f"{md.stem}_files" / f"{t.id}_training.png")
         if png:
             body += [f"![training, {t.id}]({base._rel(png, md)})", ""]
+        start_end = start_end_table(t)
+        if start_end:
+            body += ["Start and end of each RL run (means over the first and the last fifth "
+                     "of its updates):", "", start_end, ""]
         body += [families(t), ""]
     return "\n".join(head + ["## Summary", ""] + summary + [""] + body)
 

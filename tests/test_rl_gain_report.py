@@ -70,6 +70,8 @@ def test_report_numbers_are_the_estimator_over_seeds(runs, tmp_path):
     e6 = bak.best_at_k(pool, [6], is_lower_better=True, floor=-1.5)[6]
     assert f"| 0 | 2 | {rl_gain_report.base._fmt(bak.best_at_k(rl[0], [4], is_lower_better=True, floor=-1.5)[4])} | {e6:.4f} | 0.5800 (6 programs) | 0.5000 |" in md
     files = md_path.parent / "rl_gain_files"
+    # 3 updates: the first and the last fifth are one update each (0.8 and 0.6).
+    assert "| 0 | 3 | 1.0000 → 1.0000 | 0.8000 → 0.6000 |" in md
     assert (files / f"{TASK}_best_at_k.png").is_file()
     assert (files / f"{TASK}_training.png").is_file()
     assert (files / TASK / "seed1" / "rl" / "metrics.jsonl").is_file()   # kept beside it
