@@ -83,6 +83,34 @@ def slope_per_hour(ts: list, ys: list) -> float:
     return 0.0 if var == 0 else sum((t - mt) * (y - my) for t, y in zip(ts, ys)) / var * 3600
 
 
+def trainer_memory(metrics_path: pathlib.Path, warmup_s: float) -> list:
+    """The trainer's own view of its memory (`mem/*` of metrics.jsonl, one row per update;
+    see mle_rl/runtime/footprint.py): what grows, the heap in use or only tcmalloc's cache."""
+    try:
+        rows = [json.loads(x) for x in metrics_path.read_text().splitlines() if x.strip()]
+    except (OSError, ValueError):
+        return []
+    keys = sorted({k for r in rows for k in r if k.startswith("mem/")})
+    if not rows or not keys:
+        return []
+    warm = [r for r in rows if r.get("elapsed_s", r.get("wall_s", 0)) >= warmup_s] or rows
+    lines = ["", f"The trainer's memory at each of its {len(rows)} updates (metrics.jsonl "
+             "`mem/*`: heap_in_use = allocated and not freed, heap_cached = freed and kept by "
+             "tcmalloc, jax_live = arrays still referenced):", "",
+             "| quantity | first update | first after warm-up | last | max "
+             "| slope after warm-up, per hour |", "|---|---|---|---|---|---|"]
+    for k in keys:
+        pts = [(r.get("elapsed_s", r.get("wall_s")), r[k]) for r in warm
+               if r.get(k) is not None]
+        ys = [r[k] for r in rows if r.get(k) is not None]
+        if not pts or not ys:
+            continue
+        s = slope_per_hour([t for t, _ in pts], [y for _, y in pts])
+        lines.append(f"| {k} | {ys[0]:.1f} | {pts[0][1]:.1f} | {ys[-1]:.1f} | {max(ys):.1f} "
+                     f"| {s:+.2f} |")
+    return lines
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--minutes", type=float, default=60)
@@ -123,6 +151,7 @@ def main(argv=None) -> int:
         s = slope_per_hour([r["t_s"] for r in warm], [r[q] for r in warm])
         lines.append(f"| {q} | {ys[0]:.0f} | {wy[0]:.0f} | {ys[-1]:.0f} | {max(ys):.0f} "
                      f"| {s:+.2f} |")
+    lines += trainer_memory(out / "run" / "metrics.jsonl", a.warmup_minutes * 60)
     report = "\n".join(lines) + "\n"
     (out / "report.md").write_text(report)
     print(report)

@@ -100,6 +100,10 @@ def test_run_finishes_with_metrics_tensorboard_checkpoint_and_no_orphans(tmp_pat
                 "staleness_mean", "learner_busy_frac"):
         assert key in rows[0], key
     assert rows[0]["valid_frac"] == 0.0 and rows[0]["reward_mean"] == -10.0
+    # the trainer's memory per update; its parameters, optimiser state and sampler copy
+    # stay referenced and nothing else piles up from one update to the next
+    assert all(r["mem/rss_mb"] > 0 and r["mem/jax_live_mb"] > 0 for r in rows)
+    assert rows[-1]["mem/jax_live_arrays"] == rows[1]["mem/jax_live_arrays"]
     assert list((wd / "tb").rglob("events.out.tfevents.*"))
     assert (wd / "checkpoints").is_dir() and any((wd / "checkpoints").iterdir())
     assert (wd / "policy" / "config.json").is_file()

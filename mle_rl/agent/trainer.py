@@ -48,6 +48,7 @@ from mle_rl.agent.host_state import HostState
 from mle_rl.agent.prompt_sources import Archive, draw_prompts, signed
 from mle_rl.agent.update_guard import SkipGuard, TrainingDiverged
 from mle_rl.runtime.compile_cache import CompileLog
+from mle_rl.runtime.footprint import footprint
 from mle_rl.config import RunConfig
 from mle_rl.env import families
 from mle_rl.env.instrument import new_nonce
@@ -283,6 +284,7 @@ class Trainer(HostState):
         m["compiles"], compile_s = self.compiles.take()
         m["compile_s"] = round(compile_s, 3)
         m["dropped_groups"] = self.buffer.counters["dropped_groups"]
+        m.update(footprint())            # this process's memory: mem/* (runtime/footprint.py)
         if m["dropped_groups"] > self.counters["dropped_groups_logged"]:
             self.log(f"[update {self.step}] dropped {m['dropped_groups']} stale prompt "
                      f"group(s) so far (older than --max_staleness={self.cfg.buffer.max_staleness})")

@@ -1,0 +1,78 @@
+"""What this process holds in memory, split so that a growing RSS can be told apart from a leak.
+
+`footprint()` is logged with every update (metrics.jsonl: `mem/*`):
+
+* `mem/rss_mb`, `mem/peak_rss_mb`: resident and peak resident memory (/proc/self/status).
+* `mem/heap_in_use_mb`, `mem/heap_cached_mb`: under tcmalloc (`runtime/allocator.py`), the
+  bytes the program has allocated and not freed, and the freed bytes tcmalloc keeps for
+  reuse instead of returning them to the kernel. RSS ~ in use + cached + code. A leak grows
+  *in use*; a one-off peak (a checkpoint's host copies, a new compiled shape) grows only
+  *cached*, which tcmalloc hands out again and which does not climb run after run.
+* `mem/jax_live_mb`, `mem/jax_live_arrays`: the JAX arrays still referenced (parameters,
+  optimiser state, the sampler's copy): these must stay constant from update to update.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Optional
+
+_MB = float(1 << 20)
+_tc = None          # tcmalloc's MallocExtension_GetNumericProperty, once looked up
+
+
+def _status_kb(*keys: str) -> dict:
+    out = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in keys:
+                    out[key] = int(value.split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
+def tcmalloc_property(name: str) -> Optional[int]:
+    """A numeric property of tcmalloc (e.g. "generic.current_allocated_bytes"), or None when
+    this process does not run under tcmalloc."""
+    global _tc
+    if _tc is None:
+        try:
+            fn = ctypes.CDLL(None).MallocExtension_GetNumericProperty
+        except (OSError, AttributeError):
+            fn = False
+        else:
+            fn.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t)]
+            fn.restype = ctypes.c_int
+        _tc = fn
+    if not _tc:
+        return None
+    value = ctypes.c_size_t(0)
+    return int(value.value) if _tc(name.encode(), ctypes.byref(value)) else None
+
+
+def footprint() -> dict:
+    """This process's memory now, in MiB (see the module doc); keys absent where unknown."""
+    out = {}
+    st = _status_kb("VmRSS", "VmHWM")
+    if "VmRSS" in st:
+        out["mem/rss_mb"] = st["VmRSS"] / 1024
+    if "VmHWM" in st:
+        out["mem/peak_rss_mb"] = st["VmHWM"] / 1024
+    in_use = tcmalloc_property("generic.current_allocated_bytes")
+    if in_use is not None:
+        out["mem/heap_in_use_mb"] = in_use / _MB
+        cached = [tcmalloc_property(p) for p in (
+            "tcmalloc.pageheap_free_bytes", "tcmalloc.central_cache_free_bytes",
+            "tcmalloc.transfer_cache_free_bytes", "tcmalloc.thread_cache_free_bytes")]
+        out["mem/heap_cached_mb"] = sum(c or 0 for c in cached) / _MB
+    try:
+        import jax
+        live = jax.live_arrays()
+        out["mem/jax_live_mb"] = sum(a.nbytes for a in live) / _MB
+        out["mem/jax_live_arrays"] = len(live)
+    except Exception:        # a backend that cannot list its arrays: leave them out
+        pass
+    return {k: round(v, 1) if isinstance(v, float) else v for k, v in out.items()}
