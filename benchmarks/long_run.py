@@ -99,6 +99,11 @@ def trainer_memory(metrics_path: pathlib.Path, warmup_s: float) -> list:
              "tcmalloc, jax_live = arrays still referenced):", "",
              "| quantity | first update | first after warm-up | last | max "
              "| slope after warm-up, per hour |", "|---|---|---|---|---|---|"]
+    for r in rows:        # everything tcmalloc holds: in use + cached (flat = no leak)
+        if r.get("mem/heap_in_use_mb") is not None and r.get("mem/heap_cached_mb") is not None:
+            r["mem/heap_total_mb"] = r["mem/heap_in_use_mb"] + r["mem/heap_cached_mb"]
+    if any("mem/heap_total_mb" in r for r in rows):
+        keys.append("mem/heap_total_mb")
     for k in keys:
         pts = [(r.get("elapsed_s", r.get("wall_s")), r[k]) for r in warm
                if r.get(k) is not None]
@@ -111,6 +116,26 @@ def trainer_memory(metrics_path: pathlib.Path, warmup_s: float) -> list:
     return lines
 
 
+def write_report(out: pathlib.Path, rows: list, a, cmd: list, status) -> str:
+    """OUT/report.md from the samples (and the trainer's metrics.jsonl); returns it."""
+    warm = [r for r in rows if r["t_s"] >= a.warmup_minutes * 60]
+    lines = [f"# Long run: {a.minutes:.0f} min of `{' '.join(cmd[1:])}`", "",
+             f"exit status {status}; {len(rows)} samples every {a.every_s:.0f} s; "
+             f"load when reported {os.getloadavg()}", "",
+             f"| quantity | first | after warm-up ({a.warmup_minutes:.0f} min) | last | max "
+             f"| slope after warm-up, per hour |", "|---|---|---|---|---|---|"]
+    for q in QUANTITIES:
+        ys = [r[q] for r in rows]
+        wy = [r[q] for r in warm] or ys
+        s = slope_per_hour([r["t_s"] for r in warm], [r[q] for r in warm])
+        lines.append(f"| {q} | {ys[0]:.0f} | {wy[0]:.0f} | {ys[-1]:.0f} | {max(ys):.0f} "
+                     f"| {s:+.2f} |")
+    lines += trainer_memory(out / "run" / "metrics.jsonl", a.warmup_minutes * 60)
+    report = "\n".join(lines) + "\n"
+    (out / "report.md").write_text(report)
+    return report
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--minutes", type=float, default=60)
@@ -118,12 +143,18 @@ def main(argv=None) -> int:
     p.add_argument("--warmup_minutes", type=float, default=10)
     p.add_argument("--out", default="runs/long_run")
     p.add_argument("--flagfile", default="experiments/tabular.flags")
+    p.add_argument("--report_only", action="store_true",
+                   help="no run: the report again from OUT's samples (another --warmup_minutes)")
     a, extra = p.parse_known_args(argv)
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), f"--flagfile={a.flagfile}",
            f"--workdir={out / 'run'}", f"--max_wall_s={a.minutes * 60:.0f}", "--max_steps=100000",
            *extra]
+    if a.report_only:
+        rows = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines() if x]
+        print(write_report(out, rows, a, cmd, "(not rerun)"))
+        return 0
     print("load:", os.getloadavg(), "\n+", " ".join(cmd), flush=True)
     log = open(out / "run.log", "w")
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
@@ -139,22 +170,7 @@ def main(argv=None) -> int:
             deadline = time.time() + a.every_s
             while proc.poll() is None and time.time() < deadline:
                 time.sleep(1)
-    warm = [r for r in rows if r["t_s"] >= a.warmup_minutes * 60]
-    lines = [f"# Long run: {a.minutes:.0f} min of `{' '.join(cmd[1:])}`", "",
-             f"exit status {proc.returncode}; {len(rows)} samples every {a.every_s:.0f} s; "
-             f"load at the end {os.getloadavg()}", "",
-             f"| quantity | first | after warm-up ({a.warmup_minutes:.0f} min) | last | max "
-             f"| slope after warm-up, per hour |", "|---|---|---|---|---|---|"]
-    for q in QUANTITIES:
-        ys = [r[q] for r in rows]
-        wy = [r[q] for r in warm] or ys
-        s = slope_per_hour([r["t_s"] for r in warm], [r[q] for r in warm])
-        lines.append(f"| {q} | {ys[0]:.0f} | {wy[0]:.0f} | {ys[-1]:.0f} | {max(ys):.0f} "
-                     f"| {s:+.2f} |")
-    lines += trainer_memory(out / "run" / "metrics.jsonl", a.warmup_minutes * 60)
-    report = "\n".join(lines) + "\n"
-    (out / "report.md").write_text(report)
-    print(report)
+    print(write_report(out, rows, a, cmd, proc.returncode))
     return 0 if proc.returncode == 0 else 1
 
 
