@@ -33,6 +33,8 @@ _HOLDOUT = flags.DEFINE_list("holdout_tasks", [], "Tasks left out of the corpus 
 _N = flags.DEFINE_integer("n_per_task", 24, "Programs executed per built-in task for the corpus.")
 _GEN = flags.DEFINE_integer("generated", 120, "Procedural tasks in the corpus (env/procedural).")
 _PER_GEN = flags.DEFINE_integer("per_generated", 2, "Programs executed per procedural task.")
+_TEXT_SHARE = flags.DEFINE_float("text_share", 0.25, "Share of the procedural tasks that have a "
+                                 "free-text column (docstrings: env/procedural/text_sources.py).")
 _REPEAT = flags.DEFINE_integer("builtin_repeat", 3, "Times SFT sees each built-in task's "
                                "solve examples.")
 _VOCAB = flags.DEFINE_integer("vocab_size", 16384, "BPE vocabulary size.")
@@ -71,6 +73,7 @@ def main(argv):
     settings = pipeline.WarmStartSettings(
         task_ids=tuple(_TASKS.value), holdout_tasks=tuple(_HOLDOUT.value),
         n_per_task=_N.value, generated=_GEN.value, per_generated=_PER_GEN.value,
+        text_share=_TEXT_SHARE.value,
         vocab_size=_VOCAB.value,
         budgets=sft_data.Budgets(solve_prompt=_SOLVE_TOK.value,
                                  improve_prompt=_IMP_TOK.value, response=_RESP_TOK.value,
