@@ -153,7 +153,7 @@ def parse(code: str) -> Optional[Choice]:
 
 def has_text(public_dir, rows: int = 2000) -> bool:
     """Whether a task's train.csv has a free-text column, by the HEADER's own rule (a column
-    of strings with more than 30 distinct values and two words or more on average)."""
+    of strings with more than 30 distinct values and 1.5 words or more on average)."""
     import pandas as pd
 
     try:
@@ -163,7 +163,7 @@ def has_text(public_dir, rows: int = 2000) -> bool:
     for c in df.columns:
         if not pd.api.types.is_numeric_dtype(df[c]):
             s = df[c].astype(str)
-            if s.nunique() > 30 and s.str.split().str.len().mean() >= 2:
+            if s.nunique() > 30 and s.str.split().str.len().mean() >= 1.5:
                 return True
     return False
 

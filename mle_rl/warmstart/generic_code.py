@@ -1,8 +1,9 @@
 """The text of the task-generic tabular programs (`generic.py` composes them).
 
 HEADER reads the files and works out the task (id column, targets, output kind, free-text
-columns: strings of two words or more on average with many distinct values, joined into
-`docs` and replaced by their lengths), then
+columns: strings of 1.5 words or more on average with many distinct values, joined into
+`docs` and replaced by their lengths and, for each pair of them, the overlap of their
+words), then
 defines fit / predict / score / submission, which read the decisions (`metric`,
 `log_target`, the family's `make` and `fit_rows`, `capacity`, `regularization`) when they
 are called, after every paragraph has run. Each table maps a decision's value to (the
@@ -35,15 +36,16 @@ elif len(target) == 1 and (not pd.api.types.is_numeric_dtype(y0) or (y0.nunique(
 else:
     kind = "regress"
 both = pd.concat([train.drop(columns=target), test], ignore_index=True).drop(columns=[ID], errors="ignore")
-text_cols, docs = [], None
+text_cols, docs, bags = [], None, {}
 for c in list(both.columns):
     if not pd.api.types.is_numeric_dtype(both[c]):
         s = both[c].astype(str)
         words = s.str.split().str.len()
-        if s.nunique() > 30 and words.mean() >= 2:
+        if s.nunique() > 30 and words.mean() >= 1.5:
             text_cols.append(c)
             s = both[c].fillna("").astype(str)
             docs = s if docs is None else docs + " | " + s
+            bags[c] = s.str.lower().str.split().map(set)
             both[f"{c}_chars"], both[f"{c}_words"] = np.log1p(s.str.len()), np.log1p(words)
             both = both.drop(columns=[c])
         elif s.nunique() > 30:
@@ -52,6 +54,9 @@ for c in list(both.columns):
                 for i in range(n.iloc[0]):
                     both[f"{c}_{i}"] = s.str[i].map(ord)
             both[c] = s.map(s.value_counts()) / len(s)
+for i, a in enumerate(text_cols[:4]):
+    for b in text_cols[i + 1:4]:
+        both[f"{a}_{b}_overlap"] = [len(u & v) / max(1, len(u | v)) for u, v in zip(bags[a], bags[b])]
 both = pd.get_dummies(both, dtype=float)
 X = both[:len(train)].to_numpy(dtype=float)
 X_test = both[len(train):].to_numpy(dtype=float)
