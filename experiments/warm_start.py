@@ -33,10 +33,16 @@ _HOLDOUT = flags.DEFINE_list("holdout_tasks", [], "Tasks left out of the corpus 
 _N = flags.DEFINE_integer("n_per_task", 24, "Programs executed per built-in task for the corpus.")
 _GEN = flags.DEFINE_integer("generated", 120, "Procedural tasks in the corpus (env/procedural).")
 _PER_GEN = flags.DEFINE_integer("per_generated", 2, "Programs executed per procedural task.")
+_TEXT_SHARE = flags.DEFINE_float("text_share", 0.25, "Share of the procedural tasks that have a "
+                                 "free-text column (docstrings: env/procedural/text_sources.py).")
 _REPEAT = flags.DEFINE_integer("builtin_repeat", 3, "Times SFT sees each built-in task's "
                                "solve examples.")
 _VOCAB = flags.DEFINE_integer("vocab_size", 16384, "BPE vocabulary size.")
-_SFT_MIN = flags.DEFINE_float("sft_minutes", 10.0, "Time budget of SFT (minutes).")
+_SFT_STEPS = flags.DEFINE_integer("sft_steps", 640, "SFT steps (the learning rate's cosine runs "
+                                  "over them); 0: train for --sft_minutes instead (a policy "
+                                  "that depends on the machine's speed).")
+_SFT_MIN = flags.DEFINE_float("sft_minutes", 20.0, "Wall-clock guard of SFT (minutes); with "
+                              "--sft_steps=0, its time budget.")
 _EPOCHS = flags.DEFINE_float("max_epochs", 10.0, "Most SFT epochs.")
 _LR = flags.DEFINE_float("lr", 2e-3, "Peak SFT learning rate.")
 _TPB = flags.DEFINE_integer("tokens_per_batch", 2048, "Tokens per SFT batch (padded).")
@@ -71,11 +77,13 @@ def main(argv):
     settings = pipeline.WarmStartSettings(
         task_ids=tuple(_TASKS.value), holdout_tasks=tuple(_HOLDOUT.value),
         n_per_task=_N.value, generated=_GEN.value, per_generated=_PER_GEN.value,
+        text_share=_TEXT_SHARE.value,
         vocab_size=_VOCAB.value,
         budgets=sft_data.Budgets(solve_prompt=_SOLVE_TOK.value,
                                  improve_prompt=_IMP_TOK.value, response=_RESP_TOK.value,
                                  sequence=max(int(b) for b in _BUCKETS.value)),
         sft=sft.SFTConfig(lr=_LR.value, time_budget_s=_SFT_MIN.value * 60,
+                          max_steps=_SFT_STEPS.value or None,
                           buckets=tuple(sorted(int(b) for b in _BUCKETS.value)),
                           max_epochs=_EPOCHS.value, tokens_per_batch=_TPB.value,
                           seed=_SEED.value),

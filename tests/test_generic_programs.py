@@ -123,3 +123,77 @@ def test_programs_are_valid_on_generated_tasks(task_dirs):
         res = _run(task, c)
         assert res.status == "ok", (task_id, c.key, res.message, res.stderr_tail[-1500:])
     assert len(metrics) >= 4
+
+
+# ---------------------------------------------------------------- free-text columns
+def test_text_choices_render_read_back_and_keep_one_paragraph_per_decision():
+    choices = generic.all_choices("auc", text=True)
+    assert len(choices) == 8 * 5 * 5 * 6 * 3 * len(generic.TEXT) * len(generic.TEXT_MODELS)
+    for c in random.Random(1).sample(choices, 200):
+        plan, code = generic.render(c)
+        ast.parse(code)
+        assert generic.parse(code) == c
+        assert generic.TEXT[c.text][0] in plan and generic.TEXT_MODELS[c.text_model][0] in plan
+        assert [p.strip() for p in code.split("\n\n")] == [b.strip() for b in generic.blocks(c)]
+    for b in list(generic.TEXT.values()) + list(generic.TEXT_MODELS.values()):
+        assert "\n\n" not in b[1].rstrip("\n")
+    table = generic.Choice("auc", "knn", 1, 1, "pca", "holdout")
+    assert table.text == "none" and "Text" not in generic.plan_text(table)
+    # a text paragraph without its text model (or two of them) is not a generic program
+    _, code = generic.render(generic.Choice("auc", "knn", 1, 1, "pca", "holdout", False,
+                                            "char", "svm"))
+    assert generic.parse(code.replace(generic.TEXT_MODELS["svm"][1].strip(), "")) is None
+    with pytest.raises(ValueError, match="text"):
+        generic.Choice("auc", "knn", 1, 1, "pca", "holdout", False, "bert", "svm")
+
+
+def test_sample_choices_spread_over_the_text_decisions_only_where_there_is_text():
+    picks = generic.sample_choices("multiclass_log_loss", 16, random.Random(0), text=True)
+    assert {c.text for c in picks} == set(generic.TEXT)
+    assert {c.text_model for c in picks} == set(generic.TEXT_MODELS)
+    assert all(c.text == "none" for c in generic.sample_choices("auc", 8, random.Random(0)))
+
+
+@pytest.fixture(scope="module")
+def text_tasks(tmp_path_factory):
+    """Generated tasks from the text tables (docstrings): a text column under any name,
+    beside numbers and categories, with every kind of target the generator deals."""
+    root = tmp_path_factory.mktemp("text_tasks")
+    ids = generate.generate(root / "gen", 6, seed=7, cache=root / "cache", text_share=1.0)
+    return root / "gen", ids
+
+
+def test_text_columns_are_found_by_content_and_programs_are_valid(text_tasks, task_dirs):
+    """Each generated text task, one random text choice: a valid submission; the text is
+    found whatever its column is called (some tasks name every column f_<k>)."""
+    from mle_rl.env import user_tasks
+    root, ids = text_tasks
+    rng = random.Random(3)
+    for task_id in ids:
+        task = user_tasks.load(root, task_id)
+        assert generic.has_text(task.public_dir), task_id
+        c = generic.sample_choices(task.metric, 1, rng, text=True)[0]
+        res = _run(task, c)
+        assert res.status == "ok", (task_id, c.key, res.message, res.stderr_tail[-1500:])
+        assert "text model features:" in res.stdout_tail, res.stdout_tail[-500:]
+    pima = user_tasks.load(task_dirs[0] / "heldout", "heldout-pima-diabetes")
+    assert not generic.has_text(pima.public_dir)
+
+
+def test_text_paragraphs_do_nothing_on_a_table_without_text(task_dirs):
+    from mle_rl.env import user_tasks
+    task = user_tasks.load(task_dirs[0] / "heldout", "heldout-glass-type")
+    res = _run(task, generic.Choice(task.metric, "linear", 2, 3, "median_scale", "holdout",
+                                    False, "word_char", "nbsvm"))
+    assert res.status == "ok", (res.message, res.stderr_tail[-1500:])
+    assert "text: []" in res.stdout_tail and "text model features" not in res.stdout_tail
+
+
+def test_the_text_builtin_beats_its_sample_submission_through_the_generic_program():
+    from mle_rl.agent.evaluation import sample_submission_score
+    from mle_rl.env import tasks
+    task = tasks.get_task("docstring-authorship")
+    res = _run(task, generic.Choice(task.metric, "linear", 3, 3, "median_scale", "holdout",
+                                    False, "word", "logistic"))
+    assert res.status == "ok", (res.message, res.stderr_tail[-1500:])
+    assert res.score < 0.5 * sample_submission_score(task)      # log loss: 1.61 for the prior

@@ -48,6 +48,31 @@ def test_generated_tasks_are_valid_varied_and_deterministic(made, cache, tmp_pat
     assert again == ids and _digest(tmp_path / "again") == _digest(out)
 
 
+def test_text_tasks_keep_their_text_column_and_are_deterministic(cache, tmp_path):
+    """text_share=1: every task from the docstring tables, its free text among the features
+    (under the task's own column style), graded like any table; the mix is per task."""
+    from mle_rl.env.procedural import text_sources
+    from mle_rl.warmstart import generic
+    ids = generate.generate(tmp_path / "t", 8, seed=2, cache=cache, text_share=1.0)
+    assert len(ids) == 8 and all(i.split("-", 2)[2].startswith(("numpy", "pandas", "scikit",
+                                                               "scipy", "python")) for i in ids)
+    metrics = set()
+    for tid in ids:
+        task = user_tasks.load(tmp_path / "t", tid)
+        assert generic.has_text(task.public_dir), tid
+        report = graders.grade_submission(task, task.public_dir / "sample_submission.csv")
+        assert report["valid_submission"], (tid, report["message"])
+        metrics.add(task.metric)
+    assert len(metrics) >= 3, metrics
+    again = generate.generate(tmp_path / "again", 8, seed=2, cache=cache, text_share=1.0)
+    assert again == ids and _digest(tmp_path / "again") == _digest(tmp_path / "t")
+    mixed = generate.generate(tmp_path / "mixed", 20, seed=2, cache=cache, text_share=0.3)
+    n_text = sum(generic.has_text(user_tasks.load(tmp_path / "mixed", t).public_dir)
+                 for t in mixed)
+    assert 1 <= n_text <= 12, n_text
+    assert len(text_sources.tables()) == 26
+
+
 def test_held_out_sources_never_reach_the_generator(cache):
     names = {t.name.split("/")[-1].lower() for t in sources.tables(cache)}
     assert names and not names & sources.HELD_OUT

@@ -1,5 +1,6 @@
 """SFT: prompt tokens are masked out of the loss; the loss goes down in a few steps."""
 
+import dataclasses
 import random
 
 import jax
@@ -64,7 +65,24 @@ def test_loss_goes_down_in_a_few_steps():
 
 
 def test_lr_schedule_warms_up_and_decays():
-    cfg = sft.SFTConfig(lr=1.0, warmup_steps=4)
+    cfg = sft.SFTConfig(lr=1.0, warmup_steps=4, max_steps=None)     # over the time budget
     assert sft.lr_at(cfg, 0, 0.0) == 0.25
     assert sft.lr_at(cfg, 10, 0.0) == 1.0
     assert abs(sft.lr_at(cfg, 10, 1.0) - 0.1) < 1e-9
+    steps = sft.SFTConfig(lr=1.0, warmup_steps=4, max_steps=100)    # over the steps
+    assert sft.lr_at(steps, 0, 0.9) == 0.25
+    assert abs(sft.lr_at(steps, 50, 0.0) - 0.55) < 1e-9           # half-way: (1 + 0.1) / 2
+    assert abs(sft.lr_at(steps, 100, 0.0) - 0.1) < 1e-9
+    assert abs(sft.lr_at(steps, 10, 1.0) - 0.1) < 1e-9            # the time guard ran out
+
+
+def test_training_stops_at_max_steps_whatever_the_time_budget():
+    model = qwen2.init_model(_small(), seed=0)
+    cfg = sft.SFTConfig(lr=1e-2, warmup_steps=1, max_epochs=100, max_steps=7,
+                        time_budget_s=600, tokens_per_batch=96, buckets=(16,), eval_every=1000)
+    hist = sft.train(model, _rows(8), [], cfg, pad_id=0, log=lambda *a: None)
+    assert hist["step"][-1] == 7 and hist["stopped_by"] == "steps"
+    guard = dataclasses.replace(cfg, time_budget_s=0.0)    # a machine far too slow
+    hist = sft.train(qwen2.init_model(_small(), seed=0), _rows(8), [], guard, pad_id=0,
+                     log=lambda *a: None)
+    assert hist["step"][-1] == 1 and hist["stopped_by"] == "time guard"

@@ -4,7 +4,9 @@ For each built-in task, `n_per_task` programs, and for each of `generated` proce
 tasks (`env/procedural`: many tables, targets, metrics and wordings), `per_generated`
 programs are rendered and really run in the sandbox with AST instrumentation. Tables get
 task-generic programs whose decisions are drawn to spread over every value
-(`generic.sample_choices`); the image, text and span built-ins get action-pool
+(`generic.sample_choices`; with the text decisions where the task has a free-text column,
+as the text built-in and a share of the procedural tasks do); the image and span built-ins
+get action-pool
 combinations (farthest-point, so diverse) rendered by their own templates (`programs`). Each run is
 kept as a step: plan, code, output, score, Δt, status. The steps of a task, in order, form
 trajectories of `chain` steps; from them:
@@ -45,6 +47,7 @@ class CorpusSettings:
     n_per_task: int = 20
     generated: int = 0                  # procedural tasks added to the corpus
     per_generated: int = 2              # programs per procedural task
+    text_share: float = 0.0             # of the procedural tasks, those with a text column
     chain: int = 3
     seed: int = 0
     timeout_s: Optional[float] = None   # per program; default the task's own limit
@@ -73,9 +76,15 @@ class Job:
     family: str
 
 
+# Built-ins whose programs are the generic ones (a table with a free-text column is a table:
+# `generic.py` finds the text by its content), not their own templates in `programs.py`.
+GENERIC_MODALITIES = ("text",)
+
+
 def _generic_jobs(task, n: int, rng: random.Random) -> list[Job]:
     out = []
-    for c in generic.sample_choices(task.metric, n, rng, exclude=_too_slow(task)):
+    text = generic.has_text(task.public_dir)
+    for c in generic.sample_choices(task.metric, n, rng, exclude=_too_slow(task), text=text):
         plan, code = generic.render(c)
         out.append(Job(task, plan, code, c.key, c.family))
     return out
@@ -96,7 +105,7 @@ def generated_ids(settings: CorpusSettings, log: Callable = print) -> list:
     if settings.generated <= 0:
         return []
     return procedural.ensure(tasks.generated_dir(), settings.generated, seed=settings.seed,
-                             log=log)
+                             log=log, text_share=settings.text_share)
 
 
 def plan_jobs(settings: CorpusSettings, log: Callable = print) -> list[Job]:
@@ -106,7 +115,7 @@ def plan_jobs(settings: CorpusSettings, log: Callable = print) -> list[Job]:
     for task_id in settings.task_ids:
         task = tasks.get_task(task_id)
         info = programs.TASK_INFO.get(task_id)
-        if info is None:
+        if info is None or info.modality in GENERIC_MODALITIES:
             jobs += _generic_jobs(task, settings.n_per_task, rng)
             continue
         combos = action_pool.choose_combos(info.modality, info.kind, settings.n_per_task,

@@ -16,6 +16,11 @@ so, with the warm start's tokenizer, its own token):
     regularization  1..5: the family's regularization (leaf size, alpha, 1/C, smoothing)
     features        median_scale | quantile | rowstats | signed_log | pca | missing_flags
     validation      holdout | kfold3 | kfold5 (fold models averaged on the test set)
+    text            none | word | word_bigram | char | word_char | word_svd: how the free-text
+                    columns (found by their content) become a matrix
+    text model      logistic | nbsvm | svm: a linear model of that matrix whose out-of-fold
+                    predictions join the table's features (stacking), so every family above
+                    works on text, alone or beside numeric and categorical columns
 
 The program text is in `generic_code.py`. Every combination of values is a valid program
 (`tests/test_generic_programs.py` runs them), so a recombination, or a value the corpus
@@ -27,11 +32,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import pathlib
 import random
 import re
 from typing import Optional
 
-from mle_rl.warmstart.generic_code import FAMILIES, FEATURES, HEADER, VALIDATION, WRITER
+from mle_rl.warmstart.generic_code import (FAMILIES, FEATURES, HEADER, TEXT, TEXT_MODELS,
+                                           VALIDATION, WRITER)
 
 CAPACITIES = REGULARIZATIONS = (1, 2, 3, 4, 5)
 REGRESSION_METRICS = ("rmse", "mae", "rmsle_column_mean", "mcrmse", "pearson")
@@ -49,11 +56,15 @@ class Choice:
     features: str
     validation: str
     log_target: bool = False
+    text: str = "none"               # "none": no text paragraphs (a table without text)
+    text_model: str = "logistic"     # ignored when text == "none"
 
     def __post_init__(self):
         for name, value, allowed in (("family", self.family, FAMILIES),
                                      ("features", self.features, FEATURES),
                                      ("validation", self.validation, VALIDATION),
+                                     ("text", self.text, ("none", *TEXT)),
+                                     ("text_model", self.text_model, TEXT_MODELS),
                                      ("capacity", self.capacity, CAPACITIES),
                                      ("regularization", self.regularization, REGULARIZATIONS)):
             if value not in allowed:
@@ -64,14 +75,20 @@ class Choice:
 
     @property
     def key(self) -> str:
+        text = f"+{self.text}~{self.text_model}" if self.text != "none" else ""
         return (f"{self.features}+{self.family}+{self.validation}"
-                f"+c{self.capacity}r{self.regularization}{'+log' if self.log_target else ''}")
+                f"+c{self.capacity}r{self.regularization}{'+log' if self.log_target else ''}"
+                f"{text}")
 
 
 def plan_text(choice: Choice) -> str:
     """The plan: model, features and validation, one paragraph each (one token each with
     the warm start's tokenizer), in the order of the code."""
-    return (f"Model: {FAMILIES[choice.family][0]}.\n\n"
+    text = ""
+    if choice.text != "none":
+        text = (f"Text: {TEXT[choice.text][0]}.\n\n"
+                f"Text model: {TEXT_MODELS[choice.text_model][0]}.\n\n")
+    return (f"{text}Model: {FAMILIES[choice.family][0]}.\n\n"
             f"Features: {FEATURES[choice.features][0]}.\n\n"
             f"Validation: {VALIDATION[choice.validation][0]}.")
 
@@ -81,6 +98,8 @@ def blocks(choice: Choice) -> list[str]:
     return [HEADER,
             f'metric = "{choice.metric}"\n',
             f"log_target = {choice.log_target}\n",
+            *([TEXT[choice.text][1], TEXT_MODELS[choice.text_model][1]]
+              if choice.text != "none" else []),
             FAMILIES[choice.family][1],
             f"capacity = {choice.capacity}\n",
             f"regularization = {choice.regularization}\n",
@@ -118,6 +137,12 @@ def parse(code: str) -> Optional[Choice]:
         if len(hits) != 1:
             return None
         named[axis] = hits[0]
+    hits = {axis: [k for k, (_, block) in table.items() if block.strip() in paragraphs]
+            for axis, table in (("text", TEXT), ("text_model", TEXT_MODELS))}
+    if any(len(v) > 1 for v in hits.values()) or bool(hits["text"]) != bool(hits["text_model"]):
+        return None
+    if hits["text"]:
+        named.update(text=hits["text"][0], text_model=hits["text_model"][0])
     try:
         return Choice(metric=found["metric"][0], log_target=found["log_target"][0] == "True",
                       capacity=int(found["capacity"][0]),
@@ -126,26 +151,48 @@ def parse(code: str) -> Optional[Choice]:
         return None
 
 
+def has_text(public_dir, rows: int = 2000) -> bool:
+    """Whether a task's train.csv has a free-text column, by the HEADER's own rule (a column
+    of strings with more than 30 distinct values and 1.5 words or more on average)."""
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(pathlib.Path(public_dir) / "train.csv", nrows=rows)
+    except (OSError, ValueError):
+        return False
+    for c in df.columns:
+        if not pd.api.types.is_numeric_dtype(df[c]):
+            s = df[c].astype(str)
+            if s.nunique() > 30 and s.str.split().str.len().mean() >= 1.5:
+                return True
+    return False
+
+
 def is_regression(metric: str) -> bool:
     return metric in REGRESSION_METRICS
 
 
-def all_choices(metric: str) -> list[Choice]:
-    """Every choice for a task scored by `metric` (log_target only for regression)."""
+def all_choices(metric: str, text: bool = False) -> list[Choice]:
+    """Every choice for a task scored by `metric` (log_target only for regression; the text
+    decisions only for a task with free-text columns, `text`)."""
     logs = (True, False) if is_regression(metric) else (False,)
-    return [Choice(metric, f, c, r, feat, v, lg)
-            for f, c, r, feat, v, lg in itertools.product(
-                FAMILIES, CAPACITIES, REGULARIZATIONS, FEATURES, VALIDATION, logs)]
+    texts = list(itertools.product(TEXT, TEXT_MODELS)) if text else [("none", "logistic")]
+    return [Choice(metric, f, c, r, feat, v, lg, tx, tm)
+            for f, c, r, feat, v, lg, (tx, tm) in itertools.product(
+                FAMILIES, CAPACITIES, REGULARIZATIONS, FEATURES, VALIDATION, logs, texts)]
 
 
-def sample_choices(metric: str, n: int, rng: random.Random, exclude=None) -> list[Choice]:
-    """`n` distinct choices spread over the decisions: families, features and validations
-    are dealt round-robin from shuffled orders (so n >= 8 covers every family), capacity
-    and regularization drawn at random; log_target is what the metric calls for (RMSLE:
-    yes; other regression metrics: at random; classification: no). `exclude(choice)`:
+def sample_choices(metric: str, n: int, rng: random.Random, exclude=None,
+                   text: bool = False) -> list[Choice]:
+    """`n` distinct choices spread over the decisions: families, features, validations
+    (and, for a task with free-text columns, `text`, the text features and text models) are
+    dealt round-robin from shuffled orders (so n >= 8 covers every family), capacity and
+    regularization drawn at random; log_target is what the metric calls for (RMSLE: yes;
+    other regression metrics: at random; classification: no). `exclude(choice)`:
     combinations too slow for the task."""
     fams, feats, vals = list(FAMILIES), list(FEATURES), list(VALIDATION)
-    for seq in (fams, feats, vals):
+    texts, models = (list(TEXT), list(TEXT_MODELS)) if text else (["none"], ["logistic"])
+    for seq in (fams, feats, vals, texts, models):
         rng.shuffle(seq)
     out, seen, tries = [], set(), 0
     while len(out) < n and tries < 50 * max(n, 1):
@@ -153,7 +200,8 @@ def sample_choices(metric: str, n: int, rng: random.Random, exclude=None) -> lis
         tries += 1
         log = metric in LOG_METRICS or (is_regression(metric) and rng.random() < 0.5)
         c = Choice(metric, fams[i % len(fams)], rng.choice(CAPACITIES),
-                   rng.choice(REGULARIZATIONS), feats[i % len(feats)], vals[i % len(vals)], log)
+                   rng.choice(REGULARIZATIONS), feats[i % len(feats)], vals[i % len(vals)], log,
+                   texts[i % len(texts)], models[i % len(models)])
         if c in seen or (exclude is not None and exclude(c)):
             continue
         seen.add(c)

@@ -38,6 +38,7 @@ class WarmStartSettings:
     n_per_task: int = 24
     generated: int = 120           # procedural tasks (env/procedural) in the corpus
     per_generated: int = 2
+    text_share: float = 0.25       # of the procedural tasks, those with a free-text column
     builtin_repeat: int = 3        # SFT sees the built-in tasks' solve examples this often
     vocab_size: int = 16384
     budgets: sft_data.Budgets = sft_data.Budgets()
@@ -111,7 +112,8 @@ def build(out_dir, settings: WarmStartSettings = WarmStartSettings(), *,
     corpus_dir = pathlib.Path(corpus_dir or out_dir.parent / (out_dir.name + "-corpus"))
     cs = corpus.CorpusSettings(task_ids=settings.train_tasks, n_per_task=settings.n_per_task,
                                generated=settings.generated,
-                               per_generated=settings.per_generated, seed=settings.seed)
+                               per_generated=settings.per_generated,
+                               text_share=settings.text_share, seed=settings.seed)
     log(f"[1/4] expert corpus ({len(cs.task_ids)} tasks x {cs.n_per_task} programs, "
         f"{cs.generated} procedural tasks x {cs.per_generated})")
     if pool is None:
@@ -186,6 +188,7 @@ def build(out_dir, settings: WarmStartSettings = WarmStartSettings(), *,
                       "bytes_per_token_code": round(bpt_code, 3)},
         "sft": {"sequences_train": len(train_rows), "sequences_held_out": len(eval_rows),
                 "kinds": kinds, **tstats, "steps": hist["step"][-1] if hist["step"] else 0,
+                "stopped_by": hist.get("stopped_by"),
                 "epochs": round(hist["epochs"], 2), "seconds": round(hist["seconds_total"], 1),
                 "tokens_seen": hist["tokens"], "first_loss": hist["train_loss"][:1],
                 "final_train_loss": hist["train_loss"][-1:], "held_out": hist["eval"],

@@ -4,9 +4,13 @@
 
 computed with `losses.chunked_token_logprobs`, so `[B, T, V]` logits never exist. The
 update is one jitted function of pure-dict parameters and the optimizer state, both donated;
-batches are sharded over the mesh's data axis. The learning rate follows a cosine over the
-*time* budget (warmup, then decay to 10% as the budget runs out), so a build ends on time
-whatever the machine's speed; training also stops after `max_epochs`.
+batches are sharded over the mesh's data axis. Training runs `max_steps` steps with a
+cosine learning rate over them (warmup, then decay to 10%), so the same build makes the
+same policy on any machine, fast or slow; `time_budget_s` is only a guard (a machine so slow
+that it would run past it stops there, with the cosine then following the time used, and
+says so in the history's `stopped_by`). With `max_steps=None` the cosine follows the time
+budget instead (a build that ends on time whatever the machine's speed, and whose policy
+depends on it). Training also stops after `max_epochs`.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ class SFTConfig:
     warmup_steps: int = 10
     weight_decay: float = 0.0
     max_epochs: float = 10.0
-    time_budget_s: float = 600.0
+    time_budget_s: float = 1200.0       # a guard when max_steps is set
+    max_steps: Optional[int] = 640
     tokens_per_batch: int = 2048
     buckets: tuple = (128, 192, 256, 384, 640)
     eval_every: int = 20
@@ -81,10 +86,11 @@ def eval_step(params, batch, *, graphdef, chunk_size):
 
 def lr_at(cfg: SFTConfig, step: int, frac_time: float) -> float:
     """Linear warmup over `warmup_steps`, then a cosine from `lr` to `lr / 10` over the
-    fraction of the time budget used."""
+    steps (`max_steps`), or over the time budget (`max_steps=None`), whichever ends first."""
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
-    c = 0.5 * (1 + math.cos(math.pi * min(frac_time, 1.0)))
+    frac = frac_time if cfg.max_steps is None else max(step / cfg.max_steps, frac_time)
+    c = 0.5 * (1 + math.cos(math.pi * min(frac, 1.0)))
     return cfg.lr * (0.1 + 0.9 * c)
 
 
@@ -108,7 +114,8 @@ def evaluate(params, graphdef, rows: Sequence, cfg: SFTConfig, pad_id: int, mesh
 def train(model, train_rows: Sequence, eval_rows: Sequence, cfg: SFTConfig, pad_id: int, *,
           mesh=None, log: Callable = print) -> dict:
     """Fine-tunes `model` in place. Returns the history: {"step", "epoch", "seconds",
-    "train_loss", "eval": [(step, loss)], "tokens", "response_tokens"}."""
+    "train_loss", "eval": [(step, loss)], "tokens", "response_tokens", "stopped_by":
+    "steps" | "epochs" | "time guard" | "time budget"}."""
     if mesh is None:
         mesh = shd.make_mesh()
     shd.shard_model(model, mesh)
@@ -117,7 +124,7 @@ def train(model, train_rows: Sequence, eval_rows: Sequence, cfg: SFTConfig, pad_
     opt_state = opt.init(params)
     rng = random.Random(cfg.seed)
     hist = {"step": [], "epoch": [], "seconds": [], "train_loss": [], "eval": [], "tokens": 0,
-            "response_tokens": 0}
+            "response_tokens": 0, "stopped_by": "epochs"}
     t0 = time.time()
     step, epoch, stop = 0, 0, False
     multiple = mesh.shape[shd.DATA]
@@ -129,7 +136,7 @@ def train(model, train_rows: Sequence, eval_rows: Sequence, cfg: SFTConfig, pad_
         seen = 0
         for b in sft_data.batches(train_rows, cfg.buckets, cfg.tokens_per_batch, pad_id, rng,
                                   multiple):
-            frac = (time.time() - t0) / cfg.time_budget_s
+            frac = (time.time() - t0) / max(cfg.time_budget_s, 1e-9)
             lr = lr_at(cfg, step, frac)
             hist["tokens"] += int(b["mask"].sum())
             hist["response_tokens"] += int(b["loss_mask"].sum())
@@ -153,7 +160,15 @@ def train(model, train_rows: Sequence, eval_rows: Sequence, cfg: SFTConfig, pad_
                 hist["eval"].append((step, evaluate(params, graphdef, eval_rows, cfg, pad_id,
                                                     mesh)))
                 log(f"  sft step {step}: held-out loss {hist['eval'][-1][1]:.3f}")
+            if cfg.max_steps is not None and step >= cfg.max_steps:
+                hist["stopped_by"], stop = "steps", True
+                break
             if elapsed >= cfg.time_budget_s:
+                hist["stopped_by"] = "time budget" if cfg.max_steps is None else "time guard"
+                if cfg.max_steps is not None:
+                    log(f"  sft: the time guard ({cfg.time_budget_s:.0f} s) stopped training "
+                        f"at step {step} of {cfg.max_steps}: this machine builds a shorter-"
+                        f"trained policy than the default (raise --sft_minutes to finish)")
                 stop = True
                 break
         epoch += 1

