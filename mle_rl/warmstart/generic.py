@@ -37,8 +37,8 @@ import random
 import re
 from typing import Optional
 
-from mle_rl.warmstart.generic_code import (FAMILIES, FEATURES, HEADER, TEXT, TEXT_MODELS,
-                                           VALIDATION, WRITER)
+from mle_rl.warmstart.generic_code import FAMILIES, FEATURES, HEADER, VALIDATION, WRITER
+from mle_rl.warmstart.generic_text_code import TEXT, TEXT_MODELS
 
 CAPACITIES = REGULARIZATIONS = (1, 2, 3, 4, 5)
 REGRESSION_METRICS = ("rmse", "mae", "rmsle_column_mean", "mcrmse", "pearson")
