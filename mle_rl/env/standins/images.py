@@ -89,8 +89,8 @@ def _cactus_image(rng, has: bool) -> np.ndarray:
         mask = sprite(pick_digit(rng, [1, 7] if has else [0, 6, 8]), side,
                       float(rng.normal(0, 12)))
         green = (int(rng.integers(40, 90)), int(rng.integers(100, 150)), int(rng.integers(40, 80)))
-        paste(img, mask, green, int(rng.integers(-4, 32 - side + 4)),
-              int(rng.integers(-4, 32 - side + 4)), float(rng.uniform(0.45, 0.85)))
+        paste(img, mask, green, int(rng.integers(-3, 32 - side + 3)),
+              int(rng.integers(-3, 32 - side + 3)), float(rng.uniform(0.6, 0.9)))
     return finish(img, rng, 10.0)
 
 
@@ -135,13 +135,15 @@ CATS, DOGS = [0, 6, 8], [1, 4, 7]
 
 
 def _pet(rng, dog: bool) -> np.ndarray:
-    img = background(rng, (48, 48))
-    side = int(rng.integers(26, 44))
-    colour = rng.integers(0, 256, 3)
-    paste(img, sprite(pick_digit(rng, DOGS if dog else CATS), side, float(rng.normal(0, 15))),
+    img = background(rng, (48, 48), tint=(110, 110, 110), mix=0.6)
+    side = int(rng.integers(30, 46))
+    hue = rng.integers(0, 3)
+    colour = np.full(3, 30.0)
+    colour[hue] = rng.uniform(200, 255)                  # a saturated colour on a muted photo
+    paste(img, sprite(pick_digit(rng, DOGS if dog else CATS), side, float(rng.normal(0, 12))),
           colour, int(rng.integers(0, 48 - side + 1)), int(rng.integers(0, 48 - side + 1)),
-          float(rng.uniform(0.6, 0.95)))
-    return finish(img, rng, 12.0)
+          float(rng.uniform(0.8, 1.0)))
+    return finish(img, rng, 10.0)
 
 
 def dogs_cats(prepared: pathlib.Path, rng) -> C.Built:
@@ -254,13 +256,13 @@ def plant(prepared: pathlib.Path, rng) -> C.Built:
 
 
 def _whale_image(rng, template: np.ndarray, colour) -> np.ndarray:
-    img = background(rng, (40, 64), tint=(40, 70, 110), mix=0.6)
-    side = int(rng.integers(24, 31))
-    mask = sprite(template, side, float(rng.normal(0, 5)))
+    img = background(rng, (40, 64), tint=(40, 70, 110), mix=0.75)
+    side = int(rng.integers(28, 33))
+    mask = sprite(template, side, float(rng.normal(0, 4)))
     fluke = np.concatenate([mask, mask[:, ::-1]], axis=1)      # a two-lobed tail
-    paste(img, fluke, colour, int(rng.integers(0, 40 - side + 1)),
-          int(rng.integers(-2, 64 - 2 * side + 3)), float(rng.uniform(0.7, 0.95)))
-    return finish(img, rng, 9.0)
+    paste(img, fluke, colour, (40 - side) // 2 + int(rng.integers(-2, 3)),
+          32 - side + int(rng.integers(-2, 3)), float(rng.uniform(0.8, 0.95)))
+    return finish(img, rng, 8.0)
 
 
 def whale(prepared: pathlib.Path, rng) -> C.Built:

