@@ -159,6 +159,16 @@ HEADERS = {
         ["text_id"] + ELL,
     ("feedback-prize-english-language-learning", "private/answers.csv"): ["text_id"] + ELL,
 }
+PIZZA_TEST = [  # the fields of Kaggle's test.json, which prepare.py keeps in its test records
+    "giver_username_if_known", "request_id", "request_text_edit_aware", "request_title",
+    "requester_account_age_in_days_at_request",
+    "requester_days_since_first_post_on_raop_at_request",
+    "requester_number_of_comments_at_request", "requester_number_of_comments_in_raop_at_request",
+    "requester_number_of_posts_at_request", "requester_number_of_posts_on_raop_at_request",
+    "requester_number_of_subreddits_at_request", "requester_subreddits_at_request",
+    "requester_upvotes_minus_downvotes_at_request",
+    "requester_upvotes_plus_downvotes_at_request", "requester_username",
+    "unix_timestamp_of_request", "unix_timestamp_of_request_utc"]
 SAMPLE = {"detecting-insults-in-social-commentary": "sample_submission_null.csv",
           "random-acts-of-pizza": "sampleSubmission.csv",
           "denoising-dirty-documents": "sampleSubmission.csv"}
@@ -306,6 +316,9 @@ def test_image_folders_and_archives_match_the_tables(built):
         assert z.namelist() == [f"{part}.json"]
         assert z.read(f"{part}.json") == (p / f"{part}.json").read_bytes()
     train = json.loads((p / "train.json").read_text())
+    test = json.loads((p / "test.json").read_text())
+    assert sorted(test[0]) == list(test[0]) == PIZZA_TEST and len(train[0]) == 32
+    assert set(PIZZA_TEST) < set(train[0]) and list(train[0]) == sorted(train[0])
     assert isinstance(train[0]["requester_received_pizza"], bool)
     assert all(re.fullmatch(r"t3_[0-9a-z]{5}", r["request_id"]) for r in train)
     # leaf and plant: one image per row of train + test

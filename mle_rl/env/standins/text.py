@@ -90,7 +90,7 @@ def _pizza_record(rng, doc, rid: str, user: str) -> dict:
                              replace=False).tolist())
     plus = int(rng.poisson(n_com * 6 + 1))
     t = int(1.30e9 + rng.integers(0, 7.0e7))
-    score = -2.6 + 2.6 * (doc["library"] == "scipy") + 0.35 * np.log1p(age) + \
+    score = -3.4 + 2.6 * (doc["library"] == "scipy") + 0.35 * np.log1p(age) + \
         0.6 * min(n_com, 40) / 40 + 0.6 * (doc["has_examples"] == 1) - 0.4
     got = bool(rng.random() < C.sigmoid(score))
     raop_days = float(np.round(rng.random() * age, 6)) if rng.random() < 0.2 else 0.0
