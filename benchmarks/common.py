@@ -76,6 +76,11 @@ def _allocator_name() -> str:
     return allocator.loaded() or "glibc malloc (system)"
 
 
+def load_average() -> str:
+    """`uptime`'s three load averages, to quote beside a timing."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def machine_report() -> str:
     import jax
     import torch

@@ -24,7 +24,10 @@ x[:] = 2.0
 held = footprint()
 del x
 freed = footprint()
-print(json.dumps([before, held, freed]))
+kept = allocator.trim_cache(share=1.0)     # under the share: tcmalloc keeps its pages
+returned = allocator.trim_cache(share=0.0)
+trimmed = footprint()
+print(json.dumps([before, held, freed, kept, returned, trimmed]))
 """
 
 
@@ -45,11 +48,15 @@ def test_under_tcmalloc_a_freed_block_moves_from_in_use_to_cached():
            if k not in ("LD_PRELOAD", allocator.ENV_CHOICE, "MLE_RL_MALLOC_REEXEC")}
     out = subprocess.run([sys.executable, "-c", _PROBE.format(root=_ROOT)], env=env,
                          capture_output=True, text=True, timeout=120, check=True)
-    before, held, freed = json.loads(out.stdout.strip().splitlines()[-1])
+    before, held, freed, kept, returned, trimmed = json.loads(out.stdout.strip().splitlines()[-1])
     assert held["mem/heap_in_use_mb"] - before["mem/heap_in_use_mb"] == pytest.approx(64, abs=4)
     assert freed["mem/heap_in_use_mb"] == pytest.approx(before["mem/heap_in_use_mb"], abs=4)
     # tcmalloc keeps the freed block for reuse: it moves to cached, RSS need not drop
     assert freed["mem/heap_cached_mb"] - held["mem/heap_cached_mb"] > 56
+    # trim_cache hands the cached pages back to the kernel only past its share of the memory
+    assert kept == 0 and returned / (1 << 20) > 56
+    assert trimmed["mem/rss_mb"] < freed["mem/rss_mb"] - 56
+    assert trimmed["mem/heap_in_use_mb"] == pytest.approx(freed["mem/heap_in_use_mb"], abs=4)
 
 
 def test_without_tcmalloc_the_heap_split_is_left_out():
@@ -61,3 +68,8 @@ def test_without_tcmalloc_the_heap_split_is_left_out():
                          text=True, timeout=120, check=True)
     got = json.loads(out.stdout)
     assert "mem/rss_mb" in got and "mem/heap_in_use_mb" not in got
+    code = (f"import sys; sys.path.insert(0, {_ROOT!r}); "
+            "from mle_rl.runtime import allocator; print(allocator.trim_cache(share=0.0))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "0"        # nothing to trim without tcmalloc

@@ -104,6 +104,15 @@ def test_run_finishes_with_metrics_tensorboard_checkpoint_and_no_orphans(tmp_pat
     # stay referenced and nothing else piles up from one update to the next
     assert all(r["mem/rss_mb"] > 0 and r["mem/jax_live_mb"] > 0 for r in rows)
     assert rows[-1]["mem/jax_live_arrays"] == rows[1]["mem/jax_live_arrays"]
+    # the shapes each update padded to, within the flags' budgets
+    assert all(0 < r["padded_prompt_tokens"] <= 1536 and 0 < r["padded_response_tokens"] <= 24
+               for r in rows), [(r["padded_prompt_tokens"], r["padded_response_tokens"]) for r in rows]
+    # the trainer's RSS at each stage of its start: loading and building only add to it
+    summary = json.loads((wd / "summary.json").read_text())
+    stages = summary["memory_stages_mb"]
+    assert list(stages) == ["start", "policy_loaded", "learner_built", "first_sample"]
+    assert 0 < stages["start"]["rss_mb"] <= stages["first_sample"]["peak_rss_mb"]
+    assert stages["first_sample"]["peak_rss_mb"] <= max(r["mem/peak_rss_mb"] for r in rows)
     assert list((wd / "tb").rglob("events.out.tfevents.*"))
     assert (wd / "checkpoints").is_dir() and any((wd / "checkpoints").iterdir())
     assert (wd / "policy" / "config.json").is_file()

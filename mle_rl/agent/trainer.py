@@ -48,7 +48,8 @@ from mle_rl.agent.host_state import HostState
 from mle_rl.agent.prompt_sources import Archive, draw_prompts, signed
 from mle_rl.agent.update_guard import SkipGuard, TrainingDiverged
 from mle_rl.runtime.compile_cache import CompileLog
-from mle_rl.runtime.footprint import footprint
+from mle_rl.runtime import allocator
+from mle_rl.runtime.footprint import footprint, rss_now
 from mle_rl.config import RunConfig
 from mle_rl.env import families
 from mle_rl.env.instrument import new_nonce
@@ -73,11 +74,16 @@ class Trainer(HostState):
         self.workdir = pathlib.Path(cfg.workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.mesh = shd.make_mesh(cfg.mesh_shape)
+        # RSS at each stage of the start ("start": the backend up, nothing loaded or compiled)
+        # and the peak of the first sampling call: a run's peaks are read against them
+        # (benchmarks/bench_real_shapes.py against experiments/plan.py).
+        self.memory_stages = {"start": rss_now()}
         self.tasks = components.load_tasks(cfg)   # first: a bad id fails before any model loads
         model, self.tokenizer, self.policy_dir = components.load_policy(
             cfg.model.policy_dir, preset=cfg.model.preset, dtype=cfg.model.dtype,
             cache_dir=cfg.env.cache_dir, seed=cfg.seed, log=log)
         self.model_config = model.config
+        self.memory_stages["policy_loaded"] = rss_now()
         self.instrumenter = components.instrumenter_spec(cfg, self.policy_dir)  # fails early
         self.eos_ids = policy.eos_ids(self.tokenizer, model.config)
         self.pad_id = policy.pad_id(self.tokenizer)
@@ -85,6 +91,8 @@ class Trainer(HostState):
         del model
         self.sample_mesh = components.sample_mesh(self.mesh)
         self._refresh_sampler()
+        allocator.trim_cache()       # the build's transient copies, when they are large
+        self.memory_stages["learner_built"] = rss_now()
         self.archive = Archive(cfg.env.archive_size)
         self.source = components.make_prompt_source(cfg, self.tasks, self.archive,
                                                     self._count_tokens, self.policy_dir)
@@ -188,6 +196,8 @@ class Trainer(HostState):
             self.sampler_policy, ids, max_new_tokens=self.cfg.sampling.max_new_tokens,
             rng=sub, temperature=self.cfg.sampling.temperature, top_p=self.cfg.sampling.top_p,
             eos_ids=self.eos_ids, pad_id=self.pad_id, mesh=self.sample_mesh)
+        if "first_sample" not in self.memory_stages:
+            self.memory_stages["first_sample"] = rss_now()
         peers.fault_point("sample", self.step + 1)
         version = self.step
         for i, (p, prompt_ids, group) in enumerate(zip(prompts, ids, groups)):
@@ -259,20 +269,20 @@ class Trainer(HostState):
         longest = distributed.allgather_host(np.array([
             max(len(x.prompt_tokens) for x in batch_rollouts),
             max(len(x.response_tokens) for x in batch_rollouts)])).max(0)
-        batch = rbuf.collate(batch_rollouts,
-                             min(sampling.bucket(longest[0], 16),
-                                 self.cfg.sampling.max_prompt_tokens),
-                             min(sampling.bucket(longest[1], 16),
-                                 self.cfg.sampling.max_new_tokens),
-                             self.pad_id)
+        width = (min(sampling.bucket(longest[0], 16), self.cfg.sampling.max_prompt_tokens),
+                 min(sampling.bucket(longest[1], 16), self.cfg.sampling.max_new_tokens))
+        batch = rbuf.collate(batch_rollouts, *width, self.pad_id)
         # Group ids unique over processes (each local batch holds at most local_batch groups).
         batch["group_ids"] = batch["group_ids"] + self.proc * self.local_batch
         t0 = time.monotonic()
         peers.fault_point("update", self.step + 1)
         m = self.learner.update(batch)
         self._refresh_sampler()
+        released = allocator.trim_cache()    # cached temporaries past a share of the memory
         self._busy["learner"] += time.monotonic() - t0
-        m.update(step=self.step, **batch_metrics(
+        m.update(step=self.step, padded_prompt_tokens=int(width[0]),
+                 padded_response_tokens=int(width[1]), **{"mem/released_mb": released / 2**20},
+                 **batch_metrics(
             batch_rollouts, step=self.step, tasks=self.tasks, task_ids=self.cfg.env.tasks,
             best=self.best, dropped_stale=self.buffer.counters["dropped_stale"],
             actions_done=self.counters["actions_done"], busy=self._busy,
@@ -360,6 +370,7 @@ class Trainer(HostState):
             "families": dict(self.family_counts),
             "statuses": {k[7:]: v for k, v in self.counters.items() if k.startswith("status_")},
             "compiles": self.compiles.total[0], "compile_s": round(self.compiles.total[1], 2),
+            "memory_stages_mb": self.memory_stages,
         }
         tmp = self.workdir / f"summary.json.tmp-{os.getpid()}"    # whole, even under kill -9
         tmp.write_text(json.dumps(summary, indent=2))

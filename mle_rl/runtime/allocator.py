@@ -72,3 +72,35 @@ def reexec_with_tcmalloc() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, list(argv), env)
+
+
+# tcmalloc's free pages are handed back to the kernel once they pass this share of the
+# machine's memory (trim_cache). Below it, keeping them is what makes tcmalloc fast (the
+# next step reuses them without page faults); above it, they starve the rest of the machine:
+# at the 0.5B shape an update's 8-13 GiB of freed temporaries stayed resident in the
+# trainer while the actors and the sandboxed programs ran (18.4 GiB resident between
+# updates; 5.7 GiB with the trim). The price: the next update faults those pages in again,
+# 56 -> 70 s per update there (2 cores). benchmarks/results/real_shapes.md.
+TRIM_SHARE = 0.25
+
+
+def trim_cache(share: float = TRIM_SHARE) -> int:
+    """Under tcmalloc, when its free (cached) pages exceed `share` of the machine's memory,
+    return them to the kernel. -> the bytes returned (0: under the share, or no tcmalloc)."""
+    import ctypes
+
+    from mle_rl.runtime.footprint import tcmalloc_property
+    free = tcmalloc_property("tcmalloc.pageheap_free_bytes")
+    if not free:
+        return 0
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return 0
+    if free <= share * total:
+        return 0
+    try:
+        ctypes.CDLL(None).MallocExtension_ReleaseFreeMemory()
+    except (OSError, AttributeError):
+        return 0
+    return free

@@ -53,6 +53,15 @@ def tcmalloc_property(name: str) -> Optional[int]:
     return int(value.value) if _tc(name.encode(), ctypes.byref(value)) else None
 
 
+def rss_now() -> dict:
+    """{"rss_mb", "peak_rss_mb"} of this process now (empty where /proc is not readable): the
+    trainer records it at each stage of its start (`memory_stages_mb` in summary.json), so
+    that a run's peak can be read against the process's baseline before the first compile."""
+    st = _status_kb("VmRSS", "VmHWM")
+    return {k: round(st[s] / 1024, 1) for k, s in (("rss_mb", "VmRSS"), ("peak_rss_mb", "VmHWM"))
+            if s in st}
+
+
 def footprint() -> dict:
     """This process's memory now, in MiB (see the module doc); keys absent where unknown."""
     out = {}
