@@ -12,6 +12,7 @@ the solve samples) and writes it, with JSON (every sample's score in `scores`, `
 to --out.
 """
 
+import dataclasses
 import json
 import os
 import sys
@@ -47,6 +48,8 @@ flags.DEFINE_string("cache_dir", None, "Cache of built-in tasks and the default 
 flags.DEFINE_string("label", "ours", "Column label in the table.")
 flags.DEFINE_string("out", None, "Write OUT.md and OUT.json.")
 flags.DEFINE_integer("seed", 0, "Random seed.")
+flags.DEFINE_float("timeout_s", None, "Each program's time limit in seconds, at most (default: "
+                   "each task's own; an MLE-bench competition's is an hour).")
 from mle_rl import config  # noqa: E402
 
 config.define_sandbox_flag()
@@ -75,6 +78,11 @@ def main(argv):
         tasks = {t: env_tasks.get_task(t, mlebench_dir=FLAGS.mlebench_dir,
                                        cache_dir=FLAGS.cache_dir, task_dir=FLAGS.task_dir)
                  for t in FLAGS.tasks}
+        if FLAGS.timeout_s is not None:
+            if FLAGS.timeout_s <= 0:
+                raise config.ConfigError(f"--timeout_s must be positive, got {FLAGS.timeout_s}.")
+            tasks = {k: dataclasses.replace(t, timeout_s=min(t.timeout_s, FLAGS.timeout_s))
+                     for k, t in tasks.items()}
         model, tok, path = load_policy(FLAGS.policy_dir, preset=FLAGS.model_preset,
                                     dtype=FLAGS.dtype, cache_dir=FLAGS.cache_dir,
                                     seed=FLAGS.seed)

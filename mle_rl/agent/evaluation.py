@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import pathlib
 from typing import Optional
 
 import jax
@@ -124,12 +125,28 @@ class PromptBudgetError(ValueError):
     """--max_prompt_tokens cannot hold a task's prompt instructions."""
 
 
+def sample_submission_file(task) -> Optional[pathlib.Path]:
+    """The task's sample submission: public `sample_submission.csv`, else the one public CSV
+    whose name says sample submission in another spelling (`sampleSubmission.csv`,
+    `sample_submission_null.csv`), else private `sample_submission.csv` (one competition,
+    statoil-iceberg, keeps it there), else None."""
+    path = task.public_dir / "sample_submission.csv"
+    if path.is_file():
+        return path
+    named = sorted(p for p in task.public_dir.glob("*.csv")
+                   if p.stem.lower().replace("_", "").startswith("samplesubmission"))
+    if named:
+        return named[0]
+    private = task.root / "private" / "sample_submission.csv"
+    return private if private.is_file() else None
+
+
 def sample_submission_score(task) -> Optional[float]:
-    """The score of the task's own `sample_submission.csv` (the uninformed baseline)."""
+    """The score of the task's own sample submission (the uninformed baseline)."""
     from mle_rl.env import graders
 
-    path = task.public_dir / "sample_submission.csv"
-    if not path.is_file():
+    path = sample_submission_file(task)
+    if path is None:
         return None
     report = graders.grade_submission(task, path)
     return float(report["score"]) if report["valid_submission"] else None

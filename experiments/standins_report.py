@@ -1,0 +1,90 @@
+"""The report of `launch/standins.sh`: the default policy on the 20 MLE-bench stand-ins.
+
+    python experiments/standins_report.py --eval=runs/standins/eval.json \\
+        --out=experiments/results/mlebench_standins.md
+
+Reads evaluate.py's JSON (one entry per competition) and writes, for every competition,
+its modality, metric, valid programs, best score, the sample submission's score and
+whether the best beats it, the first line of the commonest failure, and the counts that
+issue 30 sets as targets (at least 50% valid on each; better than the sample submission on
+at least 16 of 20). A sample submission that the grader refuses (us-patent's constant 0
+has no Pearson r; tweet's empty spans) is beaten by any valid submission.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from mle_rl.env import mlebench  # noqa: E402
+
+
+def _fmt(x) -> str:
+    return "-" if x is None else f"{x:.4f}"
+
+
+def beats(r: dict):
+    """True / False; a refused sample submission is beaten by any valid program."""
+    if r.get("best") is None:
+        return False
+    if r.get("sample_submission_score") is None:
+        return True
+    return bool(r.get("beats_sample_submission"))
+
+
+def why(r: dict) -> str:
+    """The commonest first line of the failures' messages (the error, not the traceback)."""
+    lines = [f.get("message", f.get("status", "?")).split("\n")[0][:110]
+             for f in r.get("failures", [])]
+    if not lines:
+        return ""
+    line, count = collections.Counter(lines).most_common(1)[0]
+    return f"{count}x {line}".replace("|", "\\|")
+
+
+def render(results: dict, title: str) -> str:
+    rows, n_valid_half, n_beats = [], 0, 0
+    for cid, spec in mlebench.SPECS.items():
+        r = results.get(cid)
+        if r is None:
+            rows.append(f"| {cid} | {spec.modality} | {spec.metric} | not evaluated | | | | |")
+            continue
+        half = r["valid"] >= r["n"] / 2
+        b = beats(r)
+        n_valid_half += half
+        n_beats += b
+        arrow = "↓" if r["is_lower_better"] else "↑"
+        sample = _fmt(r.get("sample_submission_score")) if r.get(
+            "sample_submission_score") is not None else "refused"
+        rows.append(f"| {cid} | {spec.modality} | {r['metric']} {arrow} | {r['valid']}/{r['n']} "
+                    f"| {_fmt(r.get('best'))} | {sample} | {'yes' if b else 'no'} | {why(r)} |")
+    n = len(mlebench.SPECS)
+    head = [f"# {title}", "",
+            f"* at least 50% valid: **{n_valid_half} of {n}** (target: all {n})",
+            f"* best better than the sample submission: **{n_beats} of {n}** (target: 16)", "",
+            "| competition | modality | metric | valid | best | sample submission | beats it | "
+            "commonest failure |", "|---|---|---|---|---|---|---|---|"]
+    return "\n".join(head + rows) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--eval", required=True, help="evaluate.py's --out JSON")
+    ap.add_argument("--out", required=True, help="the markdown to write")
+    ap.add_argument("--title", default="The default policy on the MLE-bench stand-ins")
+    args = ap.parse_args(argv)
+    results = json.loads(pathlib.Path(args.eval).read_text())
+    text = render(results, args.title)
+    pathlib.Path(args.out).write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
