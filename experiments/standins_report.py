@@ -5,7 +5,7 @@
 
 Reads evaluate.py's JSON (one entry per competition) and writes, for every competition,
 its modality, metric, valid programs, best score, the sample submission's score and
-whether the best beats it, the first line of the commonest failure, and the counts that
+whether the best beats it, how the others ended (with an example message), and the counts that
 issue 30 sets as targets (at least 50% valid on each; better than the sample submission on
 at least 16 of 20). A sample submission that the grader refuses (us-patent's constant 0
 has no Pearson r; tweet's empty spans) is beaten by any valid submission.
@@ -39,13 +39,16 @@ def beats(r: dict):
 
 
 def why(r: dict) -> str:
-    """The commonest first line of the failures' messages (the error, not the traceback)."""
+    """What the programs ended with (statuses), and the first line of the commonest message
+    among the failures evaluate.py keeps (a few per task, not all)."""
+    statuses = ", ".join(f"{k} {v}" for k, v in sorted(r.get("statuses", {}).items())
+                         if k != "ok")
     lines = [f.get("message", f.get("status", "?")).split("\n")[0][:110]
              for f in r.get("failures", [])]
     if not lines:
-        return ""
-    line, count = collections.Counter(lines).most_common(1)[0]
-    return f"{count}x {line}".replace("|", "\\|")
+        return statuses
+    line = collections.Counter(lines).most_common(1)[0][0]
+    return f"{statuses}: e.g. {line}".replace("|", "\\|")
 
 
 def render(results: dict, title: str) -> str:
@@ -69,7 +72,7 @@ def render(results: dict, title: str) -> str:
             f"* at least 50% valid: **{n_valid_half} of {n}** (target: all {n})",
             f"* best better than the sample submission: **{n_beats} of {n}** (target: 16)", "",
             "| competition | modality | metric | valid | best | sample submission | beats it | "
-            "commonest failure |", "|---|---|---|---|---|---|---|---|"]
+            "failures |", "|---|---|---|---|---|---|---|---|"]
     return "\n".join(head + rows) + "\n"
 
 

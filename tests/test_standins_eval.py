@@ -91,6 +91,7 @@ def test_report_counts_a_refused_sample_as_beaten_by_any_valid_program():
     assert not standins_report.beats({**base, "valid": 2, "best": 0.4,
                                       "sample_submission_score": 0.5,
                                       "beats_sample_submission": False})
-    why = standins_report.why({"failures": [{"message": "boom\nline 2"},
+    why = standins_report.why({"statuses": {"ok": 1, "error": 3},
+                               "failures": [{"message": "boom\nline 2"},
                                             {"message": "boom\nline 3"}, {"message": "x"}]})
-    assert why == "2x boom"
+    assert why == "error 3: e.g. boom"
