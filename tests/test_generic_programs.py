@@ -197,3 +197,42 @@ def test_the_text_builtin_beats_its_sample_submission_through_the_generic_progra
                                     False, "word", "logistic"))
     assert res.status == "ok", (res.message, res.stderr_tail[-1500:])
     assert res.score < 0.5 * sample_submission_score(task)      # log loss: 1.61 for the prior
+
+
+# ---------------------------------------------------------------- MLE-bench layouts
+
+@pytest.fixture(scope="module")
+def standin_dir(tmp_path_factory):
+    from mle_rl.env import standins
+    root = tmp_path_factory.mktemp("standins")
+    standins.build(root, ids=[c for c, _ in LAYOUTS])
+    return root
+
+
+# competition -> what its layout asks of the program (mle_rl/env/standins: MLE-bench's files)
+LAYOUTS = [
+    ("detecting-insults-in-social-commentary",   # sample_submission_null.csv, whose columns
+     "the sample's own name and columns"),         # are Insult,Date,Comment (target first)
+    ("random-acts-of-pizza", "train.json / test.json, sampleSubmission.csv"),
+    ("lmsys-chatbot-arena", "three one-hot target columns: one class each row"),
+    ("us-patent-phrase-to-phrase-matching", "scores 0, 0.25, ..., 1: a regression"),
+    ("aerial-cactus-identification", "no test file: the sample's ids"),
+]
+
+
+@pytest.mark.parametrize("cid,why", LAYOUTS)
+def test_programs_read_mlebench_layouts_and_write_what_the_grader_takes(standin_dir, cid, why):
+    from mle_rl.agent.evaluation import sample_submission_score
+    from mle_rl.env import mlebench
+    task = mlebench.make_task(standin_dir, cid)
+    text = generic.has_text(task.public_dir)
+    res = _run(task, generic.Choice(task.metric, "linear", 3, 3, "median_scale", "holdout",
+                                    False, "word" if text else "none", "logistic"))
+    assert res.status == "ok", (why, res.message, res.stderr_tail[-1500:])
+    base = sample_submission_score(task)
+    if cid == "aerial-cactus-identification":      # images: no features yet, the prior
+        assert res.score == pytest.approx(base)
+    elif base is None:                             # us-patent's sample has no Pearson r
+        assert res.score > 0.3
+    else:
+        assert (res.score < base) if task.is_lower_better else (res.score > base), (res.score, base)

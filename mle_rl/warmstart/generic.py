@@ -1,9 +1,10 @@
 """Task-generic tabular programs: one grammar of decisions that runs on any tabular task.
 
 A program reads the task's files and works out for itself what it must predict: the id
-column is the first column of `sample_submission.csv`, the targets are the train columns
-that test lacks, and the output kind comes from the sample submission (class-probability
-columns, a probability, a class label, or numbers). So a program written for one task runs
+column is the first column of the sample submission that the test file also has, the
+targets are the sample's columns that test lacks (one-hot columns are one class label),
+and the output kind comes from the sample submission (class-probability columns, a
+probability, a class label, or numbers). So a program written for one task runs
 on any other, and a policy trained on these programs carries them to tasks it has never
 seen. What the policy decides is what an engineer decides, each as its own paragraph (and
 so, with the warm start's tokenizer, its own token):
@@ -152,12 +153,16 @@ def parse(code: str) -> Optional[Choice]:
 
 
 def has_text(public_dir, rows: int = 2000) -> bool:
-    """Whether a task's train.csv has a free-text column, by the HEADER's own rule (a column
+    """Whether a task's train.csv (or train.json) has a free-text column, by the HEADER's own rule (a column
     of strings with more than 30 distinct values and 1.5 words or more on average)."""
     import pandas as pd
 
+    public = pathlib.Path(public_dir)
     try:
-        df = pd.read_csv(pathlib.Path(public_dir) / "train.csv", nrows=rows)
+        if (public / "train.csv").is_file() or not (public / "train.json").is_file():
+            df = pd.read_csv(public / "train.csv", nrows=rows)
+        else:
+            df = pd.read_json(public / "train.json").head(rows)
     except (OSError, ValueError):
         return False
     for c in df.columns:

@@ -1,6 +1,9 @@
 """The text of the task-generic tabular programs (`generic.py` composes them).
 
-HEADER reads the files and works out the task (id column, targets, output kind, free-text
+HEADER reads the files (train and test as CSV or JSON; the sample submission under any of
+the names competitions give it; no test file: the sample's ids) and works out the task (the
+id column, the targets: the sample's columns that the test lacks, one-hot targets as classes,
+the output kind, free-text
 columns: strings of 1.5 words or more on average with many distinct values, joined into
 `docs` and replaced by their lengths and, for each pair of them, the overlap of their
 words), then
@@ -12,33 +15,40 @@ start's paragraph pre-tokens each is one token.
 """
 
 HEADER = '''\
+import glob
+import os
 import numpy as np
 import pandas as pd
 from sklearn.metrics import log_loss, roc_auc_score
 from sklearn.multioutput import MultiOutputRegressor
-train = pd.read_csv("input/train.csv")
-test = pd.read_csv("input/test.csv")
-sample = pd.read_csv("input/sample_submission.csv")
-ID, cols = sample.columns[0], list(sample.columns[1:])
+read = lambda name: pd.read_csv(f"input/{name}.csv") if os.path.exists(f"input/{name}.csv") else pd.read_json(f"input/{name}.json")
+sample = pd.read_csv(sorted(glob.glob("input/sample*ubmission*.csv"))[0])
+train = read("train")
+test = read("test") if glob.glob("input/test.csv") + glob.glob("input/test.json") else sample[sample.columns[:1]]
+cols = [c for c in sample.columns if c not in test.columns] or list(sample.columns[1:])
+ID = next((c for c in sample.columns if c in test.columns), sample.columns[0])
 target = [c for c in train.columns if c not in test.columns and c != ID]
 if set(cols) <= set(target):
     target = cols
 if len(train) > 8000:
     train = train.sample(8000, random_state=0).reset_index(drop=True)
-y0 = train[target[0]]
+onehot = len(target) > 1 and bool(train[target].isin([0, 1]).all().all()) and bool((train[target].sum(axis=1) == 1).all())
+y0 = train[target].idxmax(axis=1) if onehot else train[target[0]]
 in_labels = bool(sample[cols[0]].isin(y0.unique()).all())
-if len(cols) > len(target):
+if len(cols) > len(target) or onehot:
     kind = "classes"
 elif len(target) == 1 and y0.nunique() == 2 and not in_labels:
     kind = "proba"
-elif len(target) == 1 and (not pd.api.types.is_numeric_dtype(y0) or (y0.nunique() <= 20 and in_labels)):
+elif len(target) == 1 and (not pd.api.types.is_numeric_dtype(y0) or (y0.nunique() <= 20 and in_labels and bool((y0 % 1 == 0).all()))):
     kind = "label"
 else:
     kind = "regress"
-both = pd.concat([train.drop(columns=target), test], ignore_index=True).drop(columns=[ID], errors="ignore")
+feats = [c for c in train.columns if c in test.columns and c != ID]
+both = pd.concat([train[feats], test[feats]], ignore_index=True)
 text_cols, docs, bags = [], None, {}
 for c in list(both.columns):
     if not pd.api.types.is_numeric_dtype(both[c]):
+        both[c] = both[c].map(lambda v: str(v) if isinstance(v, (list, dict)) else v)
         s = both[c].astype(str)
         words = s.str.split().str.len()
         if s.nunique() > 30 and words.mean() >= 1.5:
@@ -57,7 +67,7 @@ for c in list(both.columns):
 for i, a in enumerate(text_cols[:4]):
     for b in text_cols[i + 1:4]:
         both[f"{a}_{b}_overlap"] = [len(u & v) / max(1, len(u | v)) for u, v in zip(bags[a], bags[b])]
-both = pd.get_dummies(both, dtype=float)
+both = pd.get_dummies(both, dtype=float) if both.shape[1] else both
 X = both[:len(train)].to_numpy(dtype=float)
 X_test = both[len(train):].to_numpy(dtype=float)
 X[~np.isfinite(X)], X_test[~np.isfinite(X_test)] = np.nan, np.nan
@@ -109,7 +119,7 @@ def score(t, p):
     except ValueError:
         return float("nan")
 def submission(p):
-    sub = pd.DataFrame({ID: test[ID]})
+    sub = test[[c for c in sample.columns if c in test.columns]].copy()
     if kind == "regress":
         p = np.clip(p, y.min(0), y.max(0))
         for k, c in enumerate(target):
@@ -122,7 +132,7 @@ def submission(p):
         q = pd.DataFrame(p, columns=[str(c) for c in classes]).reindex(columns=cols, fill_value=0.0)
         q = np.clip(q.to_numpy(dtype=float), 1e-6, 1)
         sub[cols] = q / q.sum(1, keepdims=True)
-    return sub
+    return sub[list(sample.columns)]
 '''
 
 # family -> (phrase, code). Each says its family (a comment the statistics read) and defines
