@@ -51,7 +51,18 @@ def why(r: dict) -> str:
     return f"{statuses}: e.g. {line}".replace("|", "\\|")
 
 
-def render(results: dict, title: str) -> str:
+def _before(r) -> str:
+    if r is None:
+        return ""
+    return f"{r['valid']}/{r['n']}, {_fmt(r.get('best'))}"
+
+
+def _count(results: dict) -> tuple:
+    rs = [results[c] for c in mlebench.SPECS if c in results]
+    return sum(r["valid"] >= r["n"] / 2 for r in rs), sum(beats(r) for r in rs)
+
+
+def render(results: dict, title: str, before: dict = None) -> str:
     rows, n_valid_half, n_beats = [], 0, 0
     for cid, spec in mlebench.SPECS.items():
         r = results.get(cid)
@@ -66,13 +77,20 @@ def render(results: dict, title: str) -> str:
         sample = _fmt(r.get("sample_submission_score")) if r.get(
             "sample_submission_score") is not None else "refused"
         rows.append(f"| {cid} | {spec.modality} | {r['metric']} {arrow} | {r['valid']}/{r['n']} "
-                    f"| {_fmt(r.get('best'))} | {sample} | {'yes' if b else 'no'} | {why(r)} |")
+                    f"| {_fmt(r.get('best'))} | {sample} | {'yes' if b else 'no'} | "
+                    + (f"{_before(before.get(cid))} | " if before is not None else "")
+                    + f"{why(r)} |")
     n = len(mlebench.SPECS)
+    was = ""
+    if before is not None:
+        h, b = _count(before)
+        was = f" (before: {h} and {b})"
     head = [f"# {title}", "",
             f"* at least 50% valid: **{n_valid_half} of {n}** (target: all {n})",
-            f"* best better than the sample submission: **{n_beats} of {n}** (target: 16)", "",
-            "| competition | modality | metric | valid | best | sample submission | beats it | "
-            "failures |", "|---|---|---|---|---|---|---|---|"]
+            f"* best better than the sample submission: **{n_beats} of {n}** (target: 16){was}",
+            "", "| competition | modality | metric | valid | best | sample submission | beats it | "
+            + ("before: valid, best | " if before is not None else "") + "failures |",
+            "|---|---|---|---|---|---|---|" + ("---|" if before is not None else "") + "---|"]
     return "\n".join(head + rows) + "\n"
 
 
@@ -81,9 +99,12 @@ def main(argv=None) -> int:
     ap.add_argument("--eval", required=True, help="evaluate.py's --out JSON")
     ap.add_argument("--out", required=True, help="the markdown to write")
     ap.add_argument("--title", default="The default policy on the MLE-bench stand-ins")
+    ap.add_argument("--before", default=None, help="an earlier evaluate.py JSON: its valid "
+                    "count and best per competition as a column")
     args = ap.parse_args(argv)
     results = json.loads(pathlib.Path(args.eval).read_text())
-    text = render(results, args.title)
+    before = json.loads(pathlib.Path(args.before).read_text()) if args.before else None
+    text = render(results, args.title, before)
     pathlib.Path(args.out).write_text(text)
     print(text)
     return 0

@@ -72,6 +72,12 @@ def test_evaluate_on_a_stand_in_with_a_time_limit_and_the_report(data, tmp_path)
     assert f"| random-acts-of-pizza | text | auc ↑ | {row['valid']}/2 |" in text
     assert "| lmsys-chatbot-arena | text | multiclass_log_loss | not evaluated |" in text
     assert f"of {len(mlebench.SPECS)}** (target: 16)" in text
+    # an earlier evaluation as a column
+    assert standins_report.main([f"--eval={out.with_suffix('.json')}", f"--out={md}",
+                                 f"--before={out.with_suffix('.json')}"]) == 0
+    text = md.read_text()
+    assert "| before: valid, best |" in text
+    assert f"| {row['valid']}/2, " in text and "(before: " in text
 
 
 def test_a_time_limit_that_is_not_positive_is_one_clear_error(data, tmp_path):
