@@ -113,9 +113,13 @@ def dir_gib(path: pathlib.Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / GIB
 
 
-def run_phases(workdir: pathlib.Path):
+def run_files(workdir: pathlib.Path) -> tuple:
+    """run.py's metrics rows and summary."""
     rows = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines() if x]
-    summary = json.loads((workdir / "summary.json").read_text())
+    return rows, json.loads((workdir / "summary.json").read_text())
+
+
+def run_phases(rows: list, summary: dict):
     learner = [r["learner_busy_frac"] * r["wall_s"] for r in rows]
     sampler = rows[-1]["sampler_busy_frac"] * rows[-1]["wall_s"]
     loop_start = rows[0]["time"] - rows[0]["wall_s"]
@@ -127,22 +131,27 @@ def run_phases(workdir: pathlib.Path):
     return phases, loop_start, summary
 
 
-def _train_flags(args, policy_dir, dtype) -> list:
-    """The flags run.py and plan.py share (plan.py takes run.py's flags)."""
+def _policy_flags(args, policy_dir, dtype) -> list:
+    """The flags run.py, evaluate.py and plan.py share: the policy, the task, the lengths."""
     return [f"--policy_dir={policy_dir}", f"--dtype={dtype}", f"--tasks={args.task}",
             f"--max_prompt_tokens={args.prompt_tokens}", f"--max_new_tokens={args.new_tokens}",
-            "--num_actors=1", f"--batch_size={args.batch}", f"--sample_batch={args.batch}",
+            "--num_actors=1"]
+
+
+def _train_flags(args, policy_dir, dtype) -> list:
+    """The flags run.py and plan.py share (plan.py takes run.py's flags)."""
+    return [*_policy_flags(args, policy_dir, dtype),
+            f"--batch_size={args.batch}", f"--sample_batch={args.batch}",
             f"--max_in_flight={args.batch}", f"--critic={args.critic}",
             f"--minibatches={args.minibatches}", f"--remat={str(args.remat).lower()}",
             *args.run_flags]
 
 
-def measured_memory(workdir: pathlib.Path) -> dict:
+def measured_memory(rows: list, summary: dict) -> dict:
     """From run.py's summary and metrics: the trainer's RSS before anything loads (imports
     done, no compile yet), the peak up to the end of its first sampling call (policy,
     learner state, sampler), the peak over the updates, and the shapes the updates padded to."""
-    rows = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines() if x]
-    stages = json.loads((workdir / "summary.json").read_text())["memory_stages_mb"]
+    stages = summary["memory_stages_mb"]
     base = stages["start"]["rss_mb"]
     return {"baseline_gib": base / 1024,
             "stages_gib": {k: v["rss_mb"] / 1024 for k, v in stages.items()},
@@ -192,15 +201,16 @@ def bench_dtype(dtype: str, args, out: pathlib.Path) -> dict:
     if run["rc"] != 0:
         result["run_error"] = (out / f"run_{dtype}.log").read_text()[-3000:]
         return result
-    phases, loop_start, summary = run_phases(workdir)
+    rows, summary = run_files(workdir)
+    phases, loop_start, summary = run_phases(rows, summary)
     phases["start-up (load policy, build learner)"] = loop_start - t_start
     phases["finish (checkpoint, export policy)"] = (t_start + run["wall_s"]) - (
         loop_start + summary["wall_s"])
     result.update(run_phases=phases, statuses=summary.get("statuses"),
                   checkpoints_gib=dir_gib(workdir / "checkpoints"),
-                  exported_gib=dir_gib(workdir / "policy"), measured=measured_memory(workdir))
+                  exported_gib=dir_gib(workdir / "policy"), measured=measured_memory(rows, summary))
     if args.n:
-        ev = run_timed([py, "experiments/evaluate.py", *flags[:5], "--num_actors=1",
+        ev = run_timed([py, "experiments/evaluate.py", *_policy_flags(args, policy_dir, dtype),
                         f"--n={args.n}", f"--sample_batch={args.n}", "--improve=false",
                         f"--out={out / f'eval_{dtype}'}"], out / f"eval_{dtype}.log")
         result["eval"] = ev

@@ -64,12 +64,7 @@ def rss_now() -> dict:
 
 def footprint() -> dict:
     """This process's memory now, in MiB (see the module doc); keys absent where unknown."""
-    out = {}
-    st = _status_kb("VmRSS", "VmHWM")
-    if "VmRSS" in st:
-        out["mem/rss_mb"] = st["VmRSS"] / 1024
-    if "VmHWM" in st:
-        out["mem/peak_rss_mb"] = st["VmHWM"] / 1024
+    out = {f"mem/{k}": v for k, v in rss_now().items()}
     in_use = tcmalloc_property("generic.current_allocated_bytes")
     if in_use is not None:
         out["mem/heap_in_use_mb"] = in_use / _MB
