@@ -73,3 +73,19 @@ def test_without_tcmalloc_the_heap_split_is_left_out():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, timeout=120, check=True)
     assert out.stdout.strip() == "0"        # nothing to trim without tcmalloc
+
+
+def test_the_trainer_trims_at_each_change_of_phase_only(monkeypatch):
+    """Trainer._enter_phase: a trim when sampling follows an update or an update follows
+    sampling, none within a phase; what was returned is summed for mem/released_mb."""
+    from types import SimpleNamespace
+
+    from mle_rl.agent.trainer import Trainer
+
+    calls = []
+    monkeypatch.setattr(allocator, "trim_cache", lambda: calls.append(1) or 3 * 2**20)
+    fake = SimpleNamespace(_phase=None, _released_mb=0.0)
+    phases = ["sample", "sample", "update", "sample", "sample", "sample", "update", "update"]
+    returned = [Trainer._enter_phase(fake, p) for p in phases]
+    assert returned == [3 * 2**20, 0, 3 * 2**20, 3 * 2**20, 0, 0, 3 * 2**20, 0]
+    assert len(calls) == 4 and fake._released_mb == pytest.approx(12.0)

@@ -270,3 +270,42 @@ def test_kl_loss_adds_a_term_on_the_current_policy():
         out[use] = learner.update(batch)
     assert "kl_loss" in out[True] and "kl_loss" not in out[False]
     assert out[True]["kl_loss"] > 0
+
+
+def _pointers(tree):
+    return [x.unsafe_buffer_pointer() for x in jax.tree.leaves(tree)]
+
+
+@pytest.mark.parametrize("critic,advantage", [("separate", "gae"), ("shared", "grpo")])
+def test_state_leaves_own_their_buffers_and_the_caller_keeps_its_model(critic, advantage):
+    """No two leaves of the (donated) state share a buffer: the reference and a separate
+    critic's trunk start as the policy's weights and are copied. By default the caller's
+    model is copied too and stays usable after an update; with `take_model=True` the state
+    holds the model's own arrays (the weights are not held twice at the build) and the first
+    update donates them."""
+    cfg = lrn.PPOConfig(critic=critic, advantage=advantage, logprob_chunk=4)
+    batch = make_batch(qwen2.init_model(CFG, seed=8))
+    batch["group_ids"] = np.repeat(np.arange(4), 2).astype(np.int32)
+    model_leaves = lambda m: jax.tree.leaves(qwen2.nnx.state(m))
+
+    kept = qwen2.init_model(CFG, seed=8)
+    learner = lrn.Learner(kept, cfg, seed=0)
+    ptrs = _pointers(learner.state)
+    assert len(ptrs) == len(set(ptrs))
+    assert not set(ptrs) & set(_pointers(model_leaves(kept)))
+    learner.update(batch)
+    assert not any(x.is_deleted() for x in model_leaves(kept))
+    np.testing.assert_allclose(np.asarray(logprobs(kept, batch["tokens"], batch["attention_mask"])),
+                               np.asarray(logprobs(qwen2.init_model(CFG, seed=8),
+                                                   batch["tokens"], batch["attention_mask"])))
+
+    taken = qwen2.init_model(CFG, seed=8)
+    learner2 = lrn.Learner(taken, cfg, seed=0, take_model=True)
+    ptrs2 = _pointers(learner2.state)
+    assert len(ptrs2) == len(set(ptrs2))
+    assert set(_pointers(learner2.state.policy)) == set(_pointers(model_leaves(taken)))
+    m2 = learner2.update(batch)
+    assert all(x.is_deleted() for x in model_leaves(taken))    # donated
+    # Same numbers either way.
+    m1 = lrn.Learner(qwen2.init_model(CFG, seed=8), cfg, seed=0).update(batch)
+    assert m1 == pytest.approx(m2, rel=1e-6, abs=1e-7)

@@ -27,6 +27,7 @@ class HostState:
         gathered so that process 0's checkpoint holds all of them)."""
         if not self.checkpointer.should_save(self.step, force):
             return
+        self._enter_phase("checkpoint")     # the update's cached pages, before the host copy
         extra = self._host_state()
         if self.nproc > 1:
             extra = {"hosts": distributed.allgather_objects(extra), "config": extra["config"]}

@@ -87,11 +87,13 @@ class Trainer(HostState):
         self.instrumenter = components.instrumenter_spec(cfg, self.policy_dir)  # fails early
         self.eos_ids = policy.eos_ids(self.tokenizer, model.config)
         self.pad_id = policy.pad_id(self.tokenizer)
-        self.learner = Learner(model, cfg.ppo, mesh=self.mesh, fsdp=cfg.fsdp, seed=cfg.seed)
+        self.learner = Learner(model, cfg.ppo, mesh=self.mesh, fsdp=cfg.fsdp, seed=cfg.seed,
+                               take_model=True)     # the weights are not held twice
         del model
         self.sample_mesh = components.sample_mesh(self.mesh)
         self._refresh_sampler()
         allocator.trim_cache()       # the build's transient copies, when they are large
+        self._phase, self._released_mb = None, 0.0     # _enter_phase
         self.memory_stages["learner_built"] = rss_now()
         self.archive = Archive(cfg.env.archive_size)
         self.source = components.make_prompt_source(cfg, self.tasks, self.archive,
@@ -186,8 +188,23 @@ class Trainer(HostState):
         self._busy["sampler"] += time.monotonic() - t0
         return True
 
+    def _enter_phase(self, phase: str) -> int:
+        """At each change of phase (sample, update, checkpoint), tcmalloc's cached free pages
+        past a share of the memory go back to the kernel (the phase left behind would
+        otherwise stay resident while this one faults in pages of its own:
+        runtime/allocator.py). Trimming
+        at the start of the next phase, not at the end of the last, also catches the
+        temporaries XLA frees just after an update returns. -> bytes returned."""
+        if phase == self._phase:
+            return 0
+        self._phase = phase
+        released = allocator.trim_cache()
+        self._released_mb += released / 2**20
+        return released
+
     def _sample(self, pool: ActorPool, prompts: list, groups: list):
         """Sample a response to each prompt with the current policy; submit them as actions."""
+        self._enter_phase("sample")
         n = len(prompts)
         ids = [policy.encode_prompt(self.tokenizer, p.text) for p in prompts]
         key, sub = jax.random.split(jax.random.wrap_key_data(self.sample_key))
@@ -276,12 +293,12 @@ class Trainer(HostState):
         batch["group_ids"] = batch["group_ids"] + self.proc * self.local_batch
         t0 = time.monotonic()
         peers.fault_point("update", self.step + 1)
+        self._enter_phase("update")
         m = self.learner.update(batch)
         self._refresh_sampler()
-        released = allocator.trim_cache()    # cached temporaries past a share of the memory
         self._busy["learner"] += time.monotonic() - t0
         m.update(step=self.step, padded_prompt_tokens=int(width[0]),
-                 padded_response_tokens=int(width[1]), **{"mem/released_mb": released / 2**20},
+                 padded_response_tokens=int(width[1]), **{"mem/released_mb": self._released_mb},
                  **batch_metrics(
             batch_rollouts, step=self.step, tasks=self.tasks, task_ids=self.cfg.env.tasks,
             best=self.best, dropped_stale=self.buffer.counters["dropped_stale"],
@@ -291,6 +308,7 @@ class Trainer(HostState):
         for key in ("best_score", "score_mean_valid"):     # the first task's, unprefixed
             if f"{key}/{first}" in m:
                 m[key] = m[f"{key}/{first}"]
+        self._released_mb = 0.0         # mem/released_mb: trimmed since the last row
         m["compiles"], compile_s = self.compiles.take()
         m["compile_s"] = round(compile_s, 3)
         m["dropped_groups"] = self.buffer.counters["dropped_groups"]

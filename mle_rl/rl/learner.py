@@ -134,12 +134,46 @@ def _optimizer(lr, cfg: PPOConfig):
                        optax.adamw(lr, weight_decay=cfg.weight_decay))
 
 
+def _leaf_buffers(x) -> tuple:
+    """The device buffers of one concrete array (one per addressable shard); () for others."""
+    if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
+        return ()
+    return tuple(s.data.unsafe_buffer_pointer() for s in x.addressable_shards)
+
+
+def _buffers(tree) -> set:
+    return {b for x in jax.tree.leaves(tree) for b in _leaf_buffers(x)}
+
+
+def _own_buffers(tree, avoid: set):
+    """`tree` with every leaf in a buffer of its own: a leaf whose buffer is in `avoid`, or
+    that another leaf already holds, is copied; the rest are kept as they are. Abstract
+    leaves (under `jax.eval_shape`) are copied, which costs nothing there."""
+    seen = set(avoid)
+
+    def own(x):
+        bufs = _leaf_buffers(x)
+        if not isinstance(x, jax.Array):
+            return x
+        if not bufs or seen.intersection(bufs):
+            return jnp.copy(x)
+        seen.update(bufs)
+        return x
+    return jax.tree.map(own, tree)
+
+
 class Learner:
     """Holds the static graph definitions, the optimizers and the jitted update."""
 
     def __init__(self, policy: Qwen2, cfg: PPOConfig, *, mesh=None, fsdp: bool = False,
-                 seed: int = 0, reference: Optional[Qwen2] = None):
+                 seed: int = 0, reference: Optional[Qwen2] = None, take_model: bool = False):
+        """`take_model=True`: the state takes the arrays of `policy` (and `reference`) instead
+        of copying them, so the build never holds the weights twice; the first update donates
+        them, and the models passed in must not be used afterwards (the trainer deletes its
+        model right after). Default: they are copied and stay usable."""
         self.cfg = cfg
+        callers = set() if take_model else _buffers(nnx.state(policy)) | (
+            _buffers(nnx.state(reference)) if reference is not None else set())
         self.mesh = mesh
         self.fsdp = fsdp
         policy.remat = cfg.remat        # static: in the graph of policy, reference, critic trunk
@@ -168,8 +202,10 @@ class Learner:
             rng=jax.random.key_data(jax.random.key(seed)),
             kl_coef=jnp.float32(cfg.kl_coef) if cfg.kl_ctrl == "adaptive" else None)
         # Every leaf its own buffer: the critic's trunk and the reference start as the
-        # policy's arrays, and a donated state must not hold one buffer twice.
-        self.state = jax.tree.map(jnp.copy, state)
+        # policy's arrays, and a donated state must not hold one buffer twice. Only those
+        # leaves (and the caller's arrays, unless taken) are copied: copying every leaf held
+        # the whole state twice at the build's peak (benchmarks/results/real_shapes.md).
+        self.state = _own_buffers(state, callers)
         if mesh is not None:
             # step, rng and the Adam counts are made uncommitted; the first update returns
             # them on the mesh, so without this the second update would recompile.

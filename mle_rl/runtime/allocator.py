@@ -75,13 +75,22 @@ def reexec_with_tcmalloc() -> None:
 
 
 # tcmalloc's free pages are handed back to the kernel once they pass this share of the
-# machine's memory (trim_cache). Below it, keeping them is what makes tcmalloc fast (the
+# machine's memory (trim_cache; 2.4 GiB on a 24 GiB machine, which the tiny default's
+# phases never leave behind). Below it, keeping them is what makes tcmalloc fast (the
 # next step reuses them without page faults); above it, they starve the rest of the machine:
 # at the 0.5B shape an update's 8-13 GiB of freed temporaries stayed resident in the
 # trainer while the actors and the sandboxed programs ran (18.4 GiB resident between
 # updates; 5.7 GiB with the trim). The price: the next update faults those pages in again,
 # 56 -> 70 s per update there (2 cores). benchmarks/results/real_shapes.md.
-TRIM_SHARE = 0.25
+#
+# The trainer trims at each change of phase (before an update, and before the first sampling
+# call after it), not only after updates. tcmalloc's page heap picks the best-fitting free
+# span whether its pages are resident or already handed back, so each phase faults in fresh
+# pages while the other phase's freed pages stay resident: with the trim after updates only,
+# the second update of the 0.5B run peaked at 17.6-18.4 GiB resident while tcmalloc had at
+# most 12.5 GiB allocated (the sampler's 4.5 GiB of freed pages on top). Trimmed at both
+# changes, each phase peaks at its own allocation (13.7 GiB) every time.
+TRIM_SHARE = 0.10
 
 
 def trim_cache(share: float = TRIM_SHARE) -> int:
