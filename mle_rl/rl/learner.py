@@ -138,7 +138,12 @@ def _leaf_buffers(x) -> tuple:
     """The device buffers of one concrete array (one per addressable shard); () for others."""
     if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
         return ()
-    return tuple(s.data.unsafe_buffer_pointer() for s in x.addressable_shards)
+    try:
+        return tuple(s.data.unsafe_buffer_pointer() for s in x.addressable_shards)
+    except ValueError:
+        # Arrays placed on a mesh that spans processes can refuse to list their shards as
+        # single-device arrays (jax 0.10); those leaves are copied, as every leaf once was.
+        return ()
 
 
 def _buffers(tree) -> set:
