@@ -28,11 +28,9 @@ ap.add_argument("--policy", required=True, help="an HF policy directory (the 0.5
 ap.add_argument("--dtype", default="bfloat16")
 ap.add_argument("--P", type=int, default=1024); ap.add_argument("--R", type=int, default=128)
 ap.add_argument("--plan", default="S,S,U,S,S,U,S,U")
-ap.add_argument("--copy_sampler", type=int, default=0)
 ap.add_argument("--trim_before", default="")   # phases (S, U) preceded by a trim
 args = ap.parse_args()
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 from flax import nnx  # noqa: E402
 
 from mle_rl import sampling  # noqa: E402
@@ -75,10 +73,7 @@ def watched(fn):
     fn(); stop.set(); th.join()
     return dict(s=round(time.time() - t0, 1), inuse_peak=round(pk[0], 2), rss_peak=round(pk[1], 2))
 def S(i):
-    params = learner.state.policy
-    if args.copy_sampler:
-        params = jax.tree.map(jnp.copy, params)
-    sampler = nnx.merge(learner.policy_graph, params)
+    sampler = nnx.merge(learner.policy_graph, learner.state.policy)
     sampling.generate(sampler, [list(range(5, 5 + args.P - 8))] * 2,
                       max_new_tokens=args.R, rng=jax.random.key(i), temperature=0.7,
                       top_p=1.0, eos_ids=[], pad_id=0)

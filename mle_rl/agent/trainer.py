@@ -192,9 +192,9 @@ class Trainer(HostState):
         """At each change of phase (sample, update, checkpoint), tcmalloc's cached free pages
         past a share of the memory go back to the kernel (the phase left behind would
         otherwise stay resident while this one faults in pages of its own:
-        runtime/allocator.py). Trimming
-        at the start of the next phase, not at the end of the last, also catches the
-        temporaries XLA frees just after an update returns. -> bytes returned."""
+        runtime/allocator.py). Trimming at the start of the next phase, not at the end of
+        the last, also catches the temporaries XLA frees just after an update returns.
+        -> bytes returned."""
         if phase == self._phase:
             return 0
         self._phase = phase

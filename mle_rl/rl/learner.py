@@ -157,9 +157,9 @@ def _own_buffers(tree, avoid: set):
     seen = set(avoid)
 
     def own(x):
-        bufs = _leaf_buffers(x)
         if not isinstance(x, jax.Array):
             return x
+        bufs = _leaf_buffers(x)
         if not bufs or seen.intersection(bufs):
             return jnp.copy(x)
         seen.update(bufs)

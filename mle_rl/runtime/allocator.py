@@ -83,8 +83,8 @@ def reexec_with_tcmalloc() -> None:
 # updates; 5.7 GiB with the trim). The price: the next update faults those pages in again,
 # 56 -> 70 s per update there (2 cores). benchmarks/results/real_shapes.md.
 #
-# The trainer trims at each change of phase (before an update, and before the first sampling
-# call after it), not only after updates. tcmalloc's page heap picks the best-fitting free
+# The trainer trims at each change of phase (before an update, before the first sampling
+# call after it, before a checkpoint), not only after updates. tcmalloc's page heap picks the best-fitting free
 # span whether its pages are resident or already handed back, so each phase faults in fresh
 # pages while the other phase's freed pages stay resident: with the trim after updates only,
 # the second update of the 0.5B run peaked at 17.6-18.4 GiB resident while tcmalloc had at
