@@ -20,8 +20,9 @@ backend is up and before anything is loaded or compiled (summary.json: `memory_s
     python benchmarks/bench_real_shapes.py --dtypes=bfloat16 --updates=2 --n=4 \
         --prompt-tokens=1536 --new-tokens=192                    # the largest that fits 24 GiB
     python benchmarks/bench_real_shapes.py --policy ~/.cache/mle_rl/policies/default \
-        --dtypes=float32 --batch=16 --plan-extrapolate= \
+        --dtypes=float32 --batch=16 \
         --run-flags=--flagfile=experiments/tabular.flags        # the tiny default's own run
+    python benchmarks/bench_real_shapes.py --replan --out=DIR ...   # plan.py again, same runs
 
 Defaults (batch 2, one sequence per optimizer step, 512 prompt + 64 new tokens, shared
 critic) keep one process under ~12 GB.
@@ -171,10 +172,14 @@ def plan_memory(args, policy_dir, dtype, padded, out: pathlib.Path) -> dict:
     res = run_timed([sys.executable, "experiments/plan.py", *flags], log)
     if res["rc"] != 0:
         return {"error": log.read_text()[-2000:]}
-    plan = json.loads(log.read_text().strip().splitlines()[-1])["per_device_bytes"]
-    return {"update_gib": plan["update"]["peak"] / GIB,
-            "sampler_gib": plan["sampler"]["peak"] / GIB if "sampler" in plan else None,
-            "state_gib": plan["state"] / GIB, "wall_s": res["wall_s"]}
+    out_json = json.loads(log.read_text().strip().splitlines()[-1])
+    plan, host = out_json["per_device_bytes"], out_json.get("host_bytes")
+    result = {"update_gib": plan["update"]["peak"] / GIB,
+              "sampler_gib": plan["sampler"]["peak"] / GIB if plan.get("sampler") else None,
+              "state_gib": plan["state"] / GIB, "wall_s": res["wall_s"]}
+    if host:      # the whole process: the arrays plus the tokenizer and the compiles' RSS
+        result["host"] = {k: v / GIB for k, v in host.items()}
+    return result
 
 
 def bench_dtype(dtype: str, args, out: pathlib.Path) -> dict:
@@ -226,18 +231,24 @@ def _ratio(pred, meas) -> str:
 
 
 def plan_table(results: list, label: str) -> str:
-    """One row per run: plan.py's predicted peaks next to the measured ones (GiB)."""
-    lines = ["| model, dtype | padded lengths | trainer baseline | sampler: predicted / "
-             "measured (ratio) | update: predicted / measured (ratio) |", "|---|---|---|---|---|"]
+    """One row per run: plan.py's predicted peaks next to the measured ones (GiB): the
+    arrays alone (per device), and where plan.py measured them, the host process's (arrays +
+    tokenizer + the compiles' RSS; see plan.py's docstring)."""
+    lines = ["| model, dtype | padded lengths | trainer baseline | sampler: arrays / host / "
+             "measured (host ratio) | update: arrays / host / measured (host ratio) |",
+             "|---|---|---|---|---|"]
     for r in results:
         m, pl = r.get("measured"), r.get("plan")
         if not m or not pl or "error" in pl:
             continue
-        lines.append(
-            f"| {label}, {r['dtype']} | {m['padded'][0]} + {m['padded'][1]} | "
-            f"{m['baseline_gib']:.2f} | {pl['sampler_gib'] or 0:.2f} / {m['sampler_gib']:.2f} "
-            f"({_ratio(pl['sampler_gib'], m['sampler_gib'])}) | {pl['update_gib']:.2f} / "
-            f"{m['update_gib']:.2f} ({_ratio(pl['update_gib'], m['update_gib'])}) |")
+        host = pl.get("host") or {}
+        cells = []
+        for key, hkey in (("sampler_gib", "host_sampler"), ("update_gib", "host_update")):
+            arrays, h, meas = pl[key] or 0, host.get(hkey), m[key]
+            cells.append(f"{arrays:.2f} / {'-' if h is None else f'{h:.2f}'} / {meas:.2f} "
+                         f"({_ratio(h if h is not None else arrays, meas)})")
+        lines.append(f"| {label}, {r['dtype']} | {m['padded'][0]} + {m['padded'][1]} | "
+                     f"{m['baseline_gib']:.2f} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
 
 
@@ -300,8 +311,12 @@ def main(argv=None):
                     "building the stand-in (e.g. ~/.cache/mle_rl/policies/default)")
     ap.add_argument("--plan", action=argparse.BooleanOptionalAction, default=True,
                     help="run experiments/plan.py at the run's padded lengths and compare")
-    ap.add_argument("--plan-extrapolate", default="2,4",
-                    help="plan.py --extrapolate_layers ('' compiles every layer)")
+    ap.add_argument("--plan-extrapolate", default="",
+                    help="plan.py --extrapolate_layers A,B (faster; '', the default, compiles "
+                         "every layer, which the host figures need)")
+    ap.add_argument("--replan", action="store_true",
+                    help="run only plan.py again for the runs in --out/results.json (their "
+                         "padded lengths; same --policy and flags) and rewrite the report")
     ap.add_argument("--out", default="runs/real_shapes")
     ap.add_argument("--run-flags", nargs="*", default=[], help="more run.py flags")
     args = ap.parse_args(argv)
@@ -309,6 +324,17 @@ def main(argv=None):
     out = pathlib.Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     label = pathlib.Path(args.policy).name if args.policy else args.preset
+    if args.replan:
+        results = json.loads((out / "results.json").read_text())
+        for r in results:
+            if r.get("measured"):
+                policy_dir = (pathlib.Path(args.policy).expanduser() if args.policy
+                              else out / f"policy_{r['dtype']}")
+                r["plan"] = plan_memory(args, policy_dir, r["dtype"], r["measured"]["padded"],
+                                        out)
+        (out / "results.json").write_text(json.dumps(results, indent=2))
+        print("\n## Summary" + report(results, label))
+        return 0
     results = []
     for dtype in args.dtypes.split(","):
         print(f"[real-shapes] {args.preset} {dtype} ...", flush=True)

@@ -20,7 +20,21 @@ No parameter is ever allocated. Memory per device comes from the compiled execut
   total        = max(update peak, sampler peak)
 
 `params` (policy + critic + reference) and `optimizer` (AdamW moments) are the state's
-shard sizes under its shardings; `--nocompile` prints only those (seconds, for any size). The last line printed is one JSON object. XLA:CPU
+shard sizes under its shardings; `--nocompile` prints only those (seconds, for any size). The last line printed is one JSON object.
+
+With `--backend=cpu` the devices are this host's memory, and a process holds more than its
+arrays. `host` adds what this process measures of its own RSS (tcmalloc keeps what the
+compiler frees, and the trainer does not hand it back below `allocator.TRIM_SHARE`):
+
+  tokenizer       loading the policy's tokenizer (--policy_dir, when it is a checkpoint)
+  compile_sampler the RSS the sampler's compiles leave (compiler arenas, code)
+  compile_update  the RSS the update's compile adds after them (the trainer's order)
+  host_sampler    = sampler peak + tokenizer + compile_sampler
+  host_update     = update peak + tokenizer + compile_sampler + compile_update
+
+These are what `benchmarks/bench_real_shapes.py` compares with the trainer's peak RSS above
+its baseline. They need the whole model compiled (no --extrapolate_layers: two compiles in
+one process share their arenas) and one fake device (the trainer's own programs). XLA:CPU
 assigns buffers its own way (its fusions, no GPU/TPU rematerialisation), so temporaries
 on an accelerator differ; parameter and optimizer bytes do not. `launch/accelerator_check.sh`
 runs this with `--backend=native` against the device's real memory.
@@ -31,6 +45,7 @@ import os
 import sys
 import tempfile
 import time
+from typing import Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -73,17 +88,32 @@ def _setup_devices() -> int:
     return n
 
 
-def _model_config():
-    """--policy_dir's config.json when that directory exists and --model_preset is not
-    given; else --model_preset."""
+def _policy_path():
+    """The checkpoint --policy_dir names: a directory, or for `default` the cached default
+    policy when it is built and current (plan.py never builds it); else None."""
     import pathlib
-    from mle_rl.models import config as mcfg, hf
     d = FLAGS.policy_dir
-    if not FLAGS["model_preset"].present and d not in (None, "default", "random"):
-        if not (pathlib.Path(d) / "config.json").is_file():
-            raise config.ConfigError(f"--policy_dir={d}: no config.json there; pass "
-                                     f"--model_preset=NAME to plan for a preset instead.")
-        return hf.read_config(d), d
+    if d == "default":
+        from mle_rl.warmstart import pipeline
+        path = pipeline.default_policy_dir(FLAGS.cache_dir)
+        if pipeline.is_current(path, pipeline.WarmStartSettings()):
+            return path
+        print(f"[plan] the default policy is not built under {path}: planning for "
+              f"--model_preset={FLAGS.model_preset} instead", flush=True)
+        return None
+    return None if d in (None, "random") else pathlib.Path(d)
+
+
+def _model_config():
+    """--policy_dir's config.json when it names a checkpoint and --model_preset is not
+    given; else --model_preset."""
+    from mle_rl.models import config as mcfg, hf
+    path = None if FLAGS["model_preset"].present else _policy_path()
+    if path is not None:
+        if not (path / "config.json").is_file():
+            raise config.ConfigError(f"--policy_dir={FLAGS.policy_dir}: no config.json there; "
+                                     f"pass --model_preset=NAME to plan for a preset instead.")
+        return hf.read_config(path), str(FLAGS.policy_dir)
     return mcfg.preset(FLAGS.model_preset), FLAGS.model_preset
 
 
@@ -120,16 +150,11 @@ def _compile(cfg, model_cfg, mesh, dtype, label: str) -> tuple:
     from mle_rl.agent import components
     from mle_rl.rl import aot
     seq_len = cfg.sampling.max_prompt_tokens + cfg.sampling.max_new_tokens
-    t0 = time.monotonic()
     learner = aot.abstract_learner(model_cfg, cfg.ppo, mesh=mesh, fsdp=cfg.fsdp, dtype=dtype,
                                    seed=cfg.seed)
-    print(f"[plan] {label}: compiling the update (batch {cfg.buffer.batch_size} x {seq_len} "
-          f"tokens, {cfg.ppo.minibatches} minibatch(es))", flush=True)
-    update = _memory(aot.lower_update(learner, cfg.buffer.batch_size, seq_len).compile())
-    times = {"update": round(time.monotonic() - t0, 1)}
-    print(f"[plan] {label}: update peak {update['peak'] / GIB:.2f} GiB per device "
-          f"({times['update']} s to compile)", flush=True)
-    sampler = None
+    # The sampler first, as the trainer compiles them: each compile's RSS growth is measured.
+    grown, times, sampler = {}, {}, None
+    rss = _rss_bytes()
     if FLAGS.sampler:
         t0 = time.monotonic()
         compiled = sampling.lower(learner.policy(learner.state), batch=cfg.sampling.sample_batch,
@@ -138,9 +163,51 @@ def _compile(cfg, model_cfg, mesh, dtype, label: str) -> tuple:
                                   mesh=components.sample_mesh(mesh), top_p=cfg.sampling.top_p)
         sampler = {name: _memory(c) for name, c in compiled.items()}
         times["sampler"] = round(time.monotonic() - t0, 1)
+        grown["compile_sampler"], rss = _rss_bytes() - rss, _rss_bytes()
         print(f"[plan] {label}: sampler compiled (batch {cfg.sampling.sample_batch}, "
               f"{times['sampler']} s)", flush=True)
-    return learner, update, sampler, times
+    t0 = time.monotonic()
+    print(f"[plan] {label}: compiling the update (batch {cfg.buffer.batch_size} x {seq_len} "
+          f"tokens, {cfg.ppo.minibatches} minibatch(es))", flush=True)
+    update = _memory(aot.lower_update(learner, cfg.buffer.batch_size, seq_len).compile())
+    times["update"] = round(time.monotonic() - t0, 1)
+    grown["compile_update"] = _rss_bytes() - rss
+    print(f"[plan] {label}: update peak {update['peak'] / GIB:.2f} GiB per device "
+          f"({times['update']} s to compile)", flush=True)
+    return learner, update, sampler, times, grown
+
+
+def _rss_bytes() -> int:
+    """This process's resident memory now (0 where /proc cannot be read)."""
+    from mle_rl.runtime.footprint import rss_now
+    return int(rss_now().get("rss_mb", 0) * (1 << 20))
+
+
+def _tokenizer_bytes() -> int:
+    """The RSS that loading --policy_dir's tokenizer adds (0 without a checkpoint)."""
+    from mle_rl.models import hf
+    d = _policy_path()
+    if d is None or not (d / "config.json").is_file():
+        return 0
+    import transformers  # noqa: F401  (its import is not the tokenizer's)
+    before = _rss_bytes()
+    tokenizer = hf.load_tokenizer(d)
+    after = _rss_bytes()
+    del tokenizer
+    return max(0, after - before)
+
+
+def _host(update: dict, sampler: Optional[dict], grown: dict, n_fake: int) -> Optional[dict]:
+    """The host process's predicted peaks (see the module doc); None where they do not apply
+    (an accelerator, several fake devices, or an extrapolated plan)."""
+    if n_fake != 1 or FLAGS.extrapolate_layers or update is None:
+        return None
+    out = {"tokenizer": _tokenizer_bytes(), **grown}
+    fixed = out["tokenizer"] + out.get("compile_sampler", 0)
+    if sampler is not None:
+        out["host_sampler"] = sampler["peak"] + fixed
+    out["host_update"] = update["peak"] + fixed + out["compile_update"]
+    return out
 
 
 def _extrapolate(a: dict, b: dict, la: int, lb: int, layers: int) -> dict:
@@ -175,6 +242,7 @@ def plan(cfg, model_cfg, model_name: str, n_fake: int) -> dict:
     print(f"[plan] {model_name}: {model_cfg.num_params:,} parameters, {cfg.model.dtype}, "
           f"mesh data={mesh.shape[shd.DATA]} model={mesh.shape[shd.MODEL]}, fsdp={cfg.fsdp}; "
           f"state {state_bytes / GIB:.2f} GiB per device", flush=True)
+    grown = {}
     if not FLAGS.compile:
         update = sampler = None
         times = {}
@@ -189,7 +257,7 @@ def plan(cfg, model_cfg, model_name: str, n_fake: int) -> dict:
         times = {f"{n}_layers": r[3] for n, r in zip((la, lb), runs)}
         method = f"extrapolated from {la}- and {lb}-layer compiles"
     else:
-        _, update, sampler, times = _compile(cfg, model_cfg, mesh, dtype, model_name)
+        _, update, sampler, times, grown = _compile(cfg, model_cfg, mesh, dtype, model_name)
         method = "compiled"
     if sampler is not None:
         # The sampler reads the learner's policy arrays; the rest of the state stays resident.
@@ -198,6 +266,12 @@ def plan(cfg, model_cfg, model_name: str, n_fake: int) -> dict:
     total = state_bytes if update is None else max(update["peak"],
                                                    sampler["peak"] if sampler else 0)
     print(f"[plan] total {total / GIB:.2f} GiB per device ({method})", flush=True)
+    host = _host(update, sampler, grown, n_fake)
+    if host is not None:
+        print(f"[plan] host process: sampler {host.get('host_sampler', 0) / GIB:.2f} GiB, "
+              f"update {host['host_update'] / GIB:.2f} GiB (tokenizer "
+              f"{host['tokenizer'] / GIB:.2f}, compiles {host.get('compile_sampler', 0) / GIB:.2f}"
+              f" + {host['compile_update'] / GIB:.2f})", flush=True)
     limit = None
     if n_fake == 0:
         stats = jax.devices()[0].memory_stats() or {}
@@ -215,7 +289,7 @@ def plan(cfg, model_cfg, model_name: str, n_fake: int) -> dict:
         "method": method,
         "per_device_bytes": {"params": params, "optimizer": optimizer, "state": state_bytes,
                              "update": update, "sampler": sampler, "total": total},
-        "device_bytes_limit": limit, "fit_fraction": FIT_FRACTION,
+        "host_bytes": host, "device_bytes_limit": limit, "fit_fraction": FIT_FRACTION,
         "fits": _fits(total, limit), "compile_s": times,
     }
 
@@ -258,4 +332,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    from mle_rl.runtime import allocator
+    allocator.reexec_with_tcmalloc()   # the trainer's allocator, which the host figures assume
     app.run(main)

@@ -5,6 +5,7 @@ import os
 import shutil
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -305,3 +306,20 @@ def test_unsupported_values_are_rejected(tmp_path):
     with pytest.raises(ValueError, match=r"extra\['d'\] has the key 3 of type int"):
         c.save(1, {"w": jax.numpy.zeros(2)}, {"d": {3: "x"}})
     assert c.all_steps() == []
+
+
+def test_checksums_go_a_leaf_at_a_time_and_keep_their_values():
+    """The checkpoint's checksums, one leaf per call, equal the formula's value over the
+    whole state (old checkpoints still verify), and one call's temporaries are its own
+    leaf's size, not the state's (a whole-state call held as much again as the state)."""
+    from mle_rl.io import checkpoint_format as fmt
+    flat = {"a": jnp.arange(4096, dtype=jnp.float32).reshape(64, 64),
+            "b": jnp.ones((3, 5), jnp.bfloat16), "c": jnp.arange(7, dtype=jnp.int32),
+            "d": jnp.array([True, False, True])}
+    whole = jax.jit(lambda f: {k: fmt._leaf_checksum(v) for k, v in f.items()})
+    assert fmt.state_checksums(flat) == {k: int(v) for k, v in jax.device_get(whole(flat)).items()}
+    big = {f"w{i}": jax.ShapeDtypeStruct((256, 1024), jnp.float32) for i in range(8)}
+    leaf_bytes = 256 * 1024 * 4
+    temp_whole = whole.lower(big).compile().memory_analysis().temp_size_in_bytes
+    temp_leaf = fmt.leaf_checksum.lower(big["w0"]).compile().memory_analysis().temp_size_in_bytes
+    assert temp_leaf <= 1.1 * leaf_bytes < 8 * leaf_bytes <= 1.1 * temp_whole

@@ -129,6 +129,7 @@ def test_plan_prints_one_json_line_with_the_memory_per_device():
     assert set(plan["fits"]) >= {"A100-80GB", "H100-80GB", "H200-141GB", "TPU-v5e-16GB",
                                  "TPU-v5p-95GB"}
     assert all(plan["fits"].values())
+    assert plan["host_bytes"] is None        # 4 devices stand for accelerators
 
 
 def test_plan_without_compiling_gives_the_exact_state_of_a_7b_run():
@@ -176,3 +177,32 @@ def test_extrapolated_plan_is_close_to_the_full_compile(tmp_path):
     for part in ("update", "sampler"):
         assert extra["per_device_bytes"][part]["peak"] == pytest.approx(
             full["per_device_bytes"][part]["peak"], rel=0.1)
+
+
+def test_one_device_plan_adds_the_host_process_tokenizer_and_compiles(tmp_path):
+    """--devices=1 (this host's memory, as the trainer runs on CPU): the plan adds what its
+    own process measures: the policy's tokenizer, and the RSS each compile leaves. Several
+    devices stand for accelerators: no host figures."""
+    from mle_rl.models import hf
+    from mle_rl.warmstart import tokenizer as tok_lib
+    path = tmp_path / "m"
+    hf.save(qwen2.init_model(mcfg.micro()), path)
+    texts = ["import numpy as np\ntrain = pd.read_csv('input/train.csv')\n",
+             "a random forest on the raw columns\n"] * 50
+    tok_lib.save(tok_lib.train(texts, vocab_size=300), path)
+    common = ("--policy_dir", str(path), "--batch_size=2", "--minibatches=1",
+              "--max_prompt_tokens=16", "--max_new_tokens=16", "--sample_batch=2")
+    one = _plan(*common, devices=1)
+    assert one.returncode == 0, one.stderr[-2000:]
+    plan = json.loads(one.stdout.strip().splitlines()[-1])
+    b, host = plan["per_device_bytes"], plan["host_bytes"]
+    assert plan["num_params"] == mcfg.micro().num_params       # the checkpoint, not a preset
+    assert host["tokenizer"] > 0 and host["compile_update"] > 0
+    assert host["compile_sampler"] >= 0
+    fixed = host["tokenizer"] + host["compile_sampler"]
+    assert host["host_sampler"] == b["sampler"]["peak"] + fixed
+    assert host["host_update"] == b["update"]["peak"] + fixed + host["compile_update"]
+    assert "host process" in one.stdout
+    two = _plan(*common, "--extrapolate_layers=1,2", devices=1)
+    assert two.returncode == 0, two.stderr[-2000:]
+    assert json.loads(two.stdout.strip().splitlines()[-1])["host_bytes"] is None

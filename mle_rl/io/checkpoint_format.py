@@ -102,21 +102,16 @@ def _leaf_checksum(x) -> jax.Array:
     return jnp.sum(u * mult, dtype=jnp.uint32)
 
 
-_checksums = jax.jit(lambda flat: {k: _leaf_checksum(v) for k, v in flat.items()})
+leaf_checksum = jax.jit(_leaf_checksum)
 
 
 def state_checksums(flat: dict) -> dict:
-    """{key: int} for the train-state leaves, computed where the arrays live (one jit call
-    per set of devices, since leaves may sit on different devices)."""
-    groups: dict = {}
-    for k, v in flat.items():
-        devices = getattr(v, "sharding", None)
-        devices = frozenset(devices.device_set) if devices is not None else None
-        groups.setdefault(devices, {})[k] = v
-    out = {}
-    for group in groups.values():
-        out.update({k: int(v) for k, v in jax.device_get(_checksums(group)).items()})
-    return out
+    """{key: int} for the train-state leaves, computed where the arrays live, one leaf at a
+    time: XLA:CPU materialises each leaf's words and multipliers before summing them, so one
+    call over the whole state held temporaries as large as the state (7.4 GiB beside a
+    7.4 GiB float32 0.5B state, in every checkpoint); a leaf at a time holds the largest
+    leaf's. Each result is fetched before the next call starts, so no two overlap."""
+    return {k: int(jax.device_get(leaf_checksum(v))) for k, v in flat.items()}
 
 
 def json_checksum(obj) -> int:
