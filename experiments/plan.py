@@ -29,8 +29,12 @@ compiler frees, and the trainer does not hand it back below `allocator.TRIM_SHAR
   tokenizer       loading the policy's tokenizer (--policy_dir, when it is a checkpoint)
   compile_sampler the RSS the sampler's compiles leave (compiler arenas, code)
   compile_update  the RSS the update's compile adds after them (the trainer's order)
-  host_sampler    = sampler peak + tokenizer + compile_sampler
-  host_update     = update peak + tokenizer + compile_sampler + compile_update
+  sampler_kept    the temporaries of the sampler's other phases: within one sampling call
+                  nothing is trimmed, and the prefill's freed buffers stay in tcmalloc's
+                  cache while the decode steps fault in their own (sizes differ)
+  host_sampler    = sampler peak + tokenizer + compile_sampler + sampler_kept
+  host_update     = update peak + tokenizer + compile_sampler + compile_update (the trainer
+                    trims the sampler's cache when the update starts, see allocator.py)
 
 These are what `benchmarks/bench_real_shapes.py` compares with the trainer's peak RSS above
 its baseline. They need the whole model compiled (no --extrapolate_layers: two compiles in
@@ -205,7 +209,10 @@ def _host(update: dict, sampler: Optional[dict], grown: dict, n_fake: int) -> Op
     out = {"tokenizer": _tokenizer_bytes(), **grown}
     fixed = out["tokenizer"] + out.get("compile_sampler", 0)
     if sampler is not None:
-        out["host_sampler"] = sampler["peak"] + fixed
+        phases = [m for m in sampler.values() if isinstance(m, dict)]
+        top = max(phases, key=lambda m: m["peak"])
+        out["sampler_kept"] = sum(m["temp"] for m in phases) - top["temp"]
+        out["host_sampler"] = sampler["peak"] + fixed + out["sampler_kept"]
     out["host_update"] = update["peak"] + fixed + out["compile_update"]
     return out
 
