@@ -245,8 +245,9 @@ def plan_table(results: list, label: str) -> str:
         cells = []
         for key, hkey in (("sampler_gib", "host_sampler"), ("update_gib", "host_update")):
             arrays, h, meas = pl[key] or 0, host.get(hkey), m[key]
+            ratio = _ratio(h, meas) if h is not None else f"arrays {_ratio(arrays, meas)}"
             cells.append(f"{arrays:.2f} / {'-' if h is None else f'{h:.2f}'} / {meas:.2f} "
-                         f"({_ratio(h if h is not None else arrays, meas)})")
+                         f"({ratio})")
         lines.append(f"| {label}, {r['dtype']} | {m['padded'][0]} + {m['padded'][1]} | "
                      f"{m['baseline_gib']:.2f} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
@@ -325,6 +326,9 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     label = pathlib.Path(args.policy).name if args.policy else args.preset
     if args.replan:
+        if not (out / "results.json").is_file():
+            print(f"error: --replan needs the runs' {out / 'results.json'}", file=sys.stderr)
+            return 2
         results = json.loads((out / "results.json").read_text())
         for r in results:
             if r.get("measured"):
@@ -334,7 +338,7 @@ def main(argv=None):
                                         out)
         (out / "results.json").write_text(json.dumps(results, indent=2))
         print("\n## Summary" + report(results, label))
-        return 0
+        return 1 if any("error" in r.get("plan", {}) for r in results) else 0
     results = []
     for dtype in args.dtypes.split(","):
         print(f"[real-shapes] {args.preset} {dtype} ...", flush=True)

@@ -26,7 +26,8 @@ With `--backend=cpu` the devices are this host's memory, and a process holds mor
 arrays. `host` adds what this process measures of its own RSS (tcmalloc keeps what the
 compiler frees, and the trainer does not hand it back below `allocator.TRIM_SHARE`):
 
-  tokenizer       loading the policy's tokenizer (--policy_dir, when it is a checkpoint)
+  tokenizer       loading the policy's tokenizer (--policy_dir, when it is a checkpoint),
+                  first, as the trainer does; the code of transformers' tokenizers included
   compile_sampler the RSS the sampler's compiles leave (compiler arenas, code)
   compile_update  the RSS the update's compile adds after them (the trainer's order)
   sampler_kept    the temporaries of the sampler's other phases: within one sampling call
@@ -44,6 +45,7 @@ on an accelerator differ; parameter and optimizer bytes do not. `launch/accelera
 runs this with `--backend=native` against the device's real memory.
 """
 
+import functools
 import json
 import os
 import sys
@@ -92,6 +94,7 @@ def _setup_devices() -> int:
     return n
 
 
+@functools.lru_cache(maxsize=None)
 def _policy_path():
     """The checkpoint --policy_dir names: a directory, or for `default` the cached default
     policy when it is built and current (plan.py never builds it); else None."""
@@ -102,7 +105,8 @@ def _policy_path():
         path = pipeline.default_policy_dir(FLAGS.cache_dir)
         if pipeline.is_current(path, pipeline.WarmStartSettings()):
             return path
-        print(f"[plan] the default policy is not built under {path}: planning for "
+        print(f"[plan] no current default policy under {path} (not built, or out of "
+              f"date): planning for "
               f"--model_preset={FLAGS.model_preset} instead", flush=True)
         return None
     return None if d in (None, "random") else pathlib.Path(d)
@@ -167,7 +171,8 @@ def _compile(cfg, model_cfg, mesh, dtype, label: str) -> tuple:
                                   mesh=components.sample_mesh(mesh), top_p=cfg.sampling.top_p)
         sampler = {name: _memory(c) for name, c in compiled.items()}
         times["sampler"] = round(time.monotonic() - t0, 1)
-        grown["compile_sampler"], rss = _rss_bytes() - rss, _rss_bytes()
+        now = _rss_bytes()
+        grown["compile_sampler"], rss = now - rss, now
         print(f"[plan] {label}: sampler compiled (batch {cfg.sampling.sample_batch}, "
               f"{times['sampler']} s)", flush=True)
     t0 = time.monotonic()
@@ -187,26 +192,22 @@ def _rss_bytes() -> int:
     return int(rss_now().get("rss_mb", 0) * (1 << 20))
 
 
-def _tokenizer_bytes() -> int:
-    """The RSS that loading --policy_dir's tokenizer adds (0 without a checkpoint)."""
+def _load_tokenizer() -> tuple:
+    """(--policy_dir's tokenizer or None, the RSS loading it added), before any compile, as
+    the trainer loads it; the caller keeps it alive through the compiles. The figure includes
+    the code of transformers' tokenizers, which the trainer too imports after its baseline."""
     from mle_rl.models import hf
     d = _policy_path()
     if d is None or not (d / "config.json").is_file():
-        return 0
-    import transformers  # noqa: F401  (its import is not the tokenizer's)
+        return None, 0
     before = _rss_bytes()
     tokenizer = hf.load_tokenizer(d)
-    after = _rss_bytes()
-    del tokenizer
-    return max(0, after - before)
+    return tokenizer, max(0, _rss_bytes() - before)
 
 
-def _host(update: dict, sampler: Optional[dict], grown: dict, n_fake: int) -> Optional[dict]:
-    """The host process's predicted peaks (see the module doc); None where they do not apply
-    (an accelerator, several fake devices, or an extrapolated plan)."""
-    if n_fake != 1 or FLAGS.extrapolate_layers or update is None:
-        return None
-    out = {"tokenizer": _tokenizer_bytes(), **grown}
+def _host(update: dict, sampler: Optional[dict], grown: dict, tokenizer: int) -> dict:
+    """The host process's predicted peaks (see the module doc)."""
+    out = {"tokenizer": tokenizer, **grown}
     fixed = out["tokenizer"] + out.get("compile_sampler", 0)
     if sampler is not None:
         phases = [m for m in sampler.values() if isinstance(m, dict)]
@@ -249,7 +250,7 @@ def plan(cfg, model_cfg, model_name: str, n_fake: int) -> dict:
     print(f"[plan] {model_name}: {model_cfg.num_params:,} parameters, {cfg.model.dtype}, "
           f"mesh data={mesh.shape[shd.DATA]} model={mesh.shape[shd.MODEL]}, fsdp={cfg.fsdp}; "
           f"state {state_bytes / GIB:.2f} GiB per device", flush=True)
-    grown = {}
+    host_parts = None
     if not FLAGS.compile:
         update = sampler = None
         times = {}
@@ -264,7 +265,13 @@ def plan(cfg, model_cfg, model_name: str, n_fake: int) -> dict:
         times = {f"{n}_layers": r[3] for n, r in zip((la, lb), runs)}
         method = f"extrapolated from {la}- and {lb}-layer compiles"
     else:
+        # On one fake device the devices are this host: its process is measured too, the
+        # tokenizer first and kept alive through the compiles (the trainer's order).
+        host_applies = n_fake == 1
+        tokenizer, tokenizer_bytes = _load_tokenizer() if host_applies else (None, 0)
         _, update, sampler, times, grown = _compile(cfg, model_cfg, mesh, dtype, model_name)
+        host_parts = (grown, tokenizer_bytes) if host_applies else None
+        del tokenizer
         method = "compiled"
     if sampler is not None:
         # The sampler reads the learner's policy arrays; the rest of the state stays resident.
@@ -273,9 +280,10 @@ def plan(cfg, model_cfg, model_name: str, n_fake: int) -> dict:
     total = state_bytes if update is None else max(update["peak"],
                                                    sampler["peak"] if sampler else 0)
     print(f"[plan] total {total / GIB:.2f} GiB per device ({method})", flush=True)
-    host = _host(update, sampler, grown, n_fake)
+    host = None if host_parts is None else _host(update, sampler, *host_parts)
     if host is not None:
-        print(f"[plan] host process: sampler {host.get('host_sampler', 0) / GIB:.2f} GiB, "
+        hs = host.get("host_sampler")
+        print(f"[plan] host process: sampler {'-' if hs is None else f'{hs / GIB:.2f} GiB'}, "
               f"update {host['host_update'] / GIB:.2f} GiB (tokenizer "
               f"{host['tokenizer'] / GIB:.2f}, compiles {host.get('compile_sampler', 0) / GIB:.2f}"
               f" + {host['compile_update'] / GIB:.2f})", flush=True)

@@ -197,8 +197,7 @@ def test_one_device_plan_adds_the_host_process_tokenizer_and_compiles(tmp_path):
     plan = json.loads(one.stdout.strip().splitlines()[-1])
     b, host = plan["per_device_bytes"], plan["host_bytes"]
     assert plan["num_params"] == mcfg.micro().num_params       # the checkpoint, not a preset
-    assert host["tokenizer"] > 0 and host["compile_update"] > 0
-    assert host["compile_sampler"] >= 0
+    assert host["tokenizer"] > 0 and host["compile_update"] > 0 and host["compile_sampler"] > 0
     fixed = host["tokenizer"] + host["compile_sampler"]
     phases = [b["sampler"][k] for k in b["sampler"] if k != "peak"]
     top = max(phases, key=lambda m: m["peak"])
@@ -209,3 +208,8 @@ def test_one_device_plan_adds_the_host_process_tokenizer_and_compiles(tmp_path):
     two = _plan(*common, "--extrapolate_layers=1,2", devices=1)
     assert two.returncode == 0, two.stderr[-2000:]
     assert json.loads(two.stdout.strip().splitlines()[-1])["host_bytes"] is None
+    alone = _plan(*common, "--nosampler", devices=1)             # the update's figures only
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    host = json.loads(alone.stdout.strip().splitlines()[-1])["host_bytes"]
+    assert "host_sampler" not in host and host["host_update"] > 0
+    assert "host process: sampler -," in alone.stdout
