@@ -182,15 +182,17 @@ def plan_memory(args, policy_dir, dtype, padded, out: pathlib.Path) -> dict:
     return result
 
 
+def _policy_dir(args, out: pathlib.Path, dtype: str) -> pathlib.Path:
+    """--policy, or the stand-in this bench builds for `dtype` under --out."""
+    return pathlib.Path(args.policy).expanduser() if args.policy else out / f"policy_{dtype}"
+
+
 def bench_dtype(dtype: str, args, out: pathlib.Path) -> dict:
     from mle_rl.io import standin
     t0 = time.monotonic()
-    if args.policy:
-        policy_dir = pathlib.Path(args.policy).expanduser()
-    else:
-        policy_dir = out / f"policy_{dtype}"
-        if not (policy_dir / "config.json").is_file():
-            standin.build(policy_dir, preset=args.preset, dtype=dtype)
+    policy_dir = _policy_dir(args, out, dtype)
+    if not args.policy and not (policy_dir / "config.json").is_file():
+        standin.build(policy_dir, preset=args.preset, dtype=dtype)
     build_s = time.monotonic() - t0
     py = sys.executable
     workdir = out / f"run_{dtype}"
@@ -332,10 +334,8 @@ def main(argv=None):
         results = json.loads((out / "results.json").read_text())
         for r in results:
             if r.get("measured"):
-                policy_dir = (pathlib.Path(args.policy).expanduser() if args.policy
-                              else out / f"policy_{r['dtype']}")
-                r["plan"] = plan_memory(args, policy_dir, r["dtype"], r["measured"]["padded"],
-                                        out)
+                r["plan"] = plan_memory(args, _policy_dir(args, out, r["dtype"]), r["dtype"],
+                                        r["measured"]["padded"], out)
         (out / "results.json").write_text(json.dumps(results, indent=2))
         print("\n## Summary" + report(results, label))
         return 1 if any("error" in r.get("plan", {}) for r in results) else 0
