@@ -83,8 +83,9 @@ GENERIC_MODALITIES = ("text",)
 
 def _generic_jobs(task, n: int, rng: random.Random) -> list[Job]:
     out = []
-    text = generic.has_text(task.public_dir)
-    for c in generic.sample_choices(task.metric, n, rng, exclude=_too_slow(task), text=text):
+    text, images = generic.has_text(task.public_dir), generic.has_images(task.public_dir)
+    for c in generic.sample_choices(task.metric, n, rng, exclude=_too_slow(task), text=text,
+                                    images=images):
         plan, code = generic.render(c)
         out.append(Job(task, plan, code, c.key, c.family))
     return out

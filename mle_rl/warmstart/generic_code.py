@@ -17,16 +17,40 @@ start's paragraph pre-tokens each is one token.
 HEADER = '''\
 import glob
 import os
+import zipfile
 import numpy as np
 import pandas as pd
 from sklearn.metrics import log_loss, roc_auc_score
 from sklearn.multioutput import MultiOutputRegressor
-read = lambda name: pd.read_csv(f"input/{name}.csv") if os.path.exists(f"input/{name}.csv") else pd.read_json(f"input/{name}.json")
-sample = pd.read_csv(sorted(glob.glob("input/sample*ubmission*.csv"))[0])
-train = read("train")
-test = read("test") if glob.glob("input/test.csv") + glob.glob("input/test.json") else sample[sample.columns[:1]]
+for a in sorted(glob.glob("input/*.zip") + glob.glob("input/*.7z")):
+    d = os.path.join("unpacked", os.path.basename(a).split(".")[0])
+    if not os.path.isdir(d):
+        if a.endswith(".zip"):
+            zipfile.ZipFile(a).extractall(d)
+        else:
+            import py7zr
+            with py7zr.SevenZipFile(a) as z:
+                z.extractall(d)
+files = sorted(glob.glob("input/**/*", recursive=True) + glob.glob("unpacked/**/*", recursive=True), key=lambda f: (f.count("/"), f))
+def read(name):
+    f = next((f for f in files if os.path.basename(f) in (f"{name}.csv", f"{name}.json")), None)
+    return None if f is None else pd.read_csv(f) if f.endswith(".csv") else pd.read_json(f)
+sample = pd.read_csv(next(f for f in files if os.path.basename(f).startswith("sample") and "ubmission" in os.path.basename(f) and f.endswith(".csv")))
+test = read("test")
+test = sample[sample.columns[:1]] if test is None else test
 cols = [c for c in sample.columns if c not in test.columns] or list(sample.columns[1:])
 ID = next((c for c in sample.columns if c in test.columns), sample.columns[0])
+pictures = {}
+for f in files:
+    if f.lower().endswith((".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif")):
+        for k in (os.path.basename(f), os.path.splitext(os.path.basename(f))[0]):
+            pictures.setdefault(k, []).append(f)
+train = read("train")
+if train is None:
+    named = sorted({os.path.basename(f) for v in pictures.values() for f in v if "train" in f.lower() and "clean" not in f.lower()})
+    labels = [n.split(".")[0].split("_")[0] for n in named]
+    if 2 <= len(set(labels)) <= max(2, len(named) // 5):
+        train = pd.DataFrame({ID: named, cols[0]: labels})
 target = [c for c in train.columns if c not in test.columns and c != ID]
 if set(cols) <= set(target):
     target = cols
@@ -45,6 +69,35 @@ else:
     kind = "regress"
 feats = [c for c in train.columns if c in test.columns and c != ID]
 both = pd.concat([train[feats], test[feats]], ignore_index=True)
+def picture(v, split):
+    found = pictures.get(str(v), [])
+    return next((f for f in found if split in f.lower()), found[0] if found else None)
+img_src, img_col = None, None
+for c in [ID] + feats:
+    if c in train.columns and c in test.columns:
+        src = [picture(v, "train") for v in train[c]] + [picture(v, "test") for v in test[c]]
+        if len(src) and sum(f is not None for f in src) >= 0.9 * len(src):
+            img_src, img_col = src, c
+            break
+grids = [c for c in feats if both[c].map(lambda v: isinstance(v, list) and len(v) >= 64 and all(isinstance(u, (int, float)) for u in v[:64])).mean() > 0.9]
+if img_src is None and grids:
+    img_src, img_col = [[np.asarray(both[c][i], dtype=float) for c in grids] for i in range(len(both))], grids
+both = both.drop(columns=[c for c in (grids + [img_col] if isinstance(img_col, str) else grids) if c in both.columns])
+def image(i, size):
+    from PIL import Image
+    src = img_src[i]
+    if src is None:
+        return np.zeros((size, size, 3), np.float32)
+    if isinstance(src, str):
+        with Image.open(src) as im:
+            return np.asarray(im.convert("RGB").resize((size, size)), np.float32) / 255.0
+    out = []
+    for band in src:
+        side = int(np.sqrt(band.size))
+        g = np.nan_to_num(band[:side * side].reshape(side, side))
+        g = (g - g.min()) / (g.max() - g.min() + 1e-9)
+        out.append(np.asarray(Image.fromarray(g.astype(np.float32), mode="F").resize((size, size))))
+    return np.stack(out, axis=2)
 text_cols, docs, bags = [], None, {}
 for c in list(both.columns):
     if not pd.api.types.is_numeric_dtype(both[c]):
@@ -68,8 +121,8 @@ for i, a in enumerate(text_cols[:4]):
     for b in text_cols[i + 1:4]:
         both[f"{a}_{b}_overlap"] = [len(u & v) / max(1, len(u | v)) for u, v in zip(bags[a], bags[b])]
 both = pd.get_dummies(both, dtype=float) if both.shape[1] else both
-X = both[:len(train)].to_numpy(dtype=float)
-X_test = both[len(train):].to_numpy(dtype=float)
+X = np.array(both[:len(train)], dtype=float)
+X_test = np.array(both[len(train):], dtype=float)
 X[~np.isfinite(X)], X_test[~np.isfinite(X_test)] = np.nan, np.nan
 if kind == "regress":
     y = train[target].to_numpy(dtype=float)
@@ -81,7 +134,7 @@ else:
     classes = np.unique(y)
 if X.shape[1] == 0:
     X, X_test = np.zeros((len(X), 1)), np.zeros((len(X_test), 1))
-print("task:", kind, "targets:", target, "text:", text_cols, "train:", X.shape, "test:", X_test.shape)
+print("task:", kind, "targets:", target, "text:", text_cols, "images:", 0 if img_src is None else sum(v is not None for v in img_src), "train:", X.shape, "test:", X_test.shape)
 def fit(A, t):
     if len(A) > fit_rows:
         keep = np.random.default_rng(0).choice(len(A), fit_rows, replace=False)
