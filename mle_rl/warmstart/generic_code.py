@@ -6,7 +6,11 @@ id column, the targets: the sample's columns that the test lacks, one-hot target
 the output kind, free-text
 columns: strings of 1.5 words or more on average with many distinct values, joined into
 `docs` and replaced by their lengths and, for each pair of them, the overlap of their
-words), then
+words; a span task, whose target is a piece of a text column in most rows, as one row per
+word of that text with whether it lies inside the piece as the target, the word's place,
+length and smoothed rate of lying inside (alone and with the row's other columns), and the
+submission joining the words kept from the first to the last; pictures, see
+`generic_image_code.py`), then
 defines fit / predict / score / submission, which read the decisions (`metric`,
 `log_target`, the family's `make` and `fit_rows`, `capacity`, `regularization`) when they
 are called, after every paragraph has run. Each table maps a decision's value to (the
@@ -54,7 +58,41 @@ if train is None:
 target = [c for c in train.columns if c not in test.columns and c != ID]
 if set(cols) <= set(target):
     target = cols
-if len(train) > 8000:
+span_of, rows_test = None, test
+if len(target) == 1 and not pd.api.types.is_numeric_dtype(train[target[0]]):
+    for c in [c for c in train.columns if c in test.columns and c != ID and not pd.api.types.is_numeric_dtype(train[c])]:
+        a, b = train[c].fillna("").astype(str), train[target[0]].fillna("").astype(str)
+        if b.nunique() > 0.3 * len(b) and np.mean([v in u for u, v in zip(a, b)]) > 0.9 and np.mean(b.str.len() < a.str.len()) > 0.3:
+            span_of = c
+            break
+if span_of is not None:
+    import re
+    train = train.sample(min(len(train), 3000), random_state=0).reset_index(drop=True)
+    other = [c for c in train.columns if c in test.columns and c not in (ID, span_of)]
+    def words_of(df, inside_of=None):
+        out = []
+        for r in range(len(df)):
+            text = str(df[span_of].iloc[r]) if df[span_of].iloc[r] == df[span_of].iloc[r] else ""
+            found = list(re.finditer(r"\\S+", text))
+            lo, hi = -1, -1
+            if inside_of is not None:
+                part = str(df[inside_of].iloc[r]).strip()
+                lo = text.find(part) if part else -1
+                hi = lo + len(part)
+            for k, m in enumerate(found):
+                w = m.group().lower()
+                out.append({"_row": r, "_word": w, "_pos": k / max(1, len(found) - 1), "_first": k == 0, "_last": k == len(found) - 1, "_n": len(found), "_len": len(w), "_alpha": w.isalpha(), **{c: df[c].iloc[r] for c in other}, "_in": int(lo >= 0 and m.start() < hi and m.end() > lo)})
+        return pd.DataFrame(out)
+    train, test = words_of(train, target[0]), words_of(test).drop(columns=["_in"])
+    key = lambda df: df["_word"] + "|" + df[other].astype(str).agg("|".join, axis=1) if other else df["_word"]
+    for name, k_tr, k_te in (("_rate", train["_word"], test["_word"]), ("_rate_ctx", key(train), key(test))):
+        n, hit, prior = k_tr.map(k_tr.value_counts()), train.groupby(k_tr)["_in"].transform("sum"), train["_in"].mean()
+        train[name] = (hit - train["_in"] + 5 * prior) / (n - 1 + 5)
+        stats = train.groupby(k_tr)["_in"].agg(["sum", "count"])
+        test[name] = ((k_te.map(stats["sum"]).fillna(0) + 5 * prior) / (k_te.map(stats["count"]).fillna(0) + 5)).to_numpy()
+    train, test = train.drop(columns=["_word"]), test.drop(columns=["_word"])
+    ID, target = "_row", ["_in"]
+if len(train) > 8000 and span_of is None:
     train = train.sample(8000, random_state=0).reset_index(drop=True)
 onehot = len(target) > 1 and bool(train[target].isin([0, 1]).all().all()) and bool((train[target].sum(axis=1) == 1).all())
 y0 = train[target].idxmax(axis=1) if onehot else train[target[0]]
@@ -67,6 +105,8 @@ elif len(target) == 1 and (not pd.api.types.is_numeric_dtype(y0) or (y0.nunique(
     kind = "label"
 else:
     kind = "regress"
+if span_of is not None:
+    kind = "proba"
 feats = [c for c in train.columns if c in test.columns and c != ID]
 both = pd.concat([train[feats], test[feats]], ignore_index=True)
 def picture(v, split):
@@ -172,6 +212,17 @@ def score(t, p):
     except ValueError:
         return float("nan")
 def submission(p):
+    if span_of is not None:
+        texts = []
+        for r in range(len(rows_test)):
+            text = str(rows_test[span_of].iloc[r]) if rows_test[span_of].iloc[r] == rows_test[span_of].iloc[r] else ""
+            found, q = text.split(), p[(test["_row"] == r).to_numpy(), -1]
+            on = np.flatnonzero(q > 0.5) if len(q) else []
+            lo, hi = (on[0], on[-1]) if len(on) else (int(np.argmax(q)), int(np.argmax(q))) if len(q) else (0, -1)
+            texts.append(" ".join(found[lo:hi + 1]))
+        sub = rows_test[[c for c in sample.columns if c in rows_test.columns]].copy()
+        sub[cols[0]] = texts
+        return sub[list(sample.columns)]
     sub = test[[c for c in sample.columns if c in test.columns]].copy()
     if kind == "regress":
         p = np.clip(p, y.min(0), y.max(0))
