@@ -138,7 +138,7 @@ def image(i, size):
         g = (g - g.min()) / (g.max() - g.min() + 1e-9)
         out.append(np.asarray(Image.fromarray(g.astype(np.float32), mode="F").resize((size, size))))
     return np.stack(out, axis=2)
-text_cols, docs, bags = [], None, {}
+text_cols, docs, bags, raws = [], None, {}, {}
 for c in list(both.columns):
     if not pd.api.types.is_numeric_dtype(both[c]):
         both[c] = both[c].map(lambda v: str(v) if isinstance(v, (list, dict)) else v)
@@ -148,7 +148,7 @@ for c in list(both.columns):
             text_cols.append(c)
             s = both[c].fillna("").astype(str)
             docs = s if docs is None else docs + " | " + s
-            bags[c] = s.str.lower().str.split().map(set)
+            bags[c], raws[c] = s.str.lower().str.split().map(set), s.str.lower()
             both[f"{c}_chars"], both[f"{c}_words"] = np.log1p(s.str.len()), np.log1p(words)
             both = both.drop(columns=[c])
         elif s.nunique() > 30:
@@ -159,7 +159,11 @@ for c in list(both.columns):
             both[c] = s.map(s.value_counts()) / len(s)
 for i, a in enumerate(text_cols[:4]):
     for b in text_cols[i + 1:4]:
+        from sklearn.feature_extraction.text import TfidfVectorizer
         both[f"{a}_{b}_overlap"] = [len(u & v) / max(1, len(u | v)) for u, v in zip(bags[a], bags[b])]
+        grams = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), max_features=50000).fit(pd.concat([raws[a], raws[b]]))
+        both[f"{a}_{b}_cosine"] = np.asarray(grams.transform(raws[a]).multiply(grams.transform(raws[b])).sum(axis=1)).ravel()
+        both[f"{a}_{b}_len_diff"] = both[f"{a}_chars"] - both[f"{b}_chars"]
 both = pd.get_dummies(both, dtype=float) if both.shape[1] else both
 X = np.array(both[:len(train)], dtype=float)
 X_test = np.array(both[len(train):], dtype=float)
