@@ -26,8 +26,10 @@ so, with the warm start's tokenizer, its own token):
                     (found by the files, see `generic_image_code.py`), joined to the table's
                     features, so every family above works on pictures too
 
-The program text is in `generic_code.py`. Every combination of values is a valid program
-(`tests/test_generic_programs.py` runs them), so a recombination, or a value the corpus
+The program text is in `generic_header.py` (reading the task) and `generic_code.py` (the
+decisions; text and images in `generic_text_code.py` and `generic_image_code.py`). Every
+combination of values is a valid program (`tests/test_generic_programs.py` runs them), so a
+recombination, or a value the corpus
 never paired with a family on a task, is something RL can find and keep. The plan names
 the family, the features and the validation, one paragraph each, in the order of the code.
 """
@@ -220,7 +222,8 @@ def sample_choices(metric: str, n: int, rng: random.Random, exclude=None,
                    text: bool = False, images: bool = False) -> list[Choice]:
     """`n` distinct choices spread over the decisions: families, features, validations
     (and, for a task with free-text columns, `text`, the text features and text models; for
-    a task with pictures, `images`, the image features) are dealt round-robin from shuffled orders (so n >= 8 covers every family), capacity and
+    a task with pictures, `images`, the image features) are dealt round-robin from shuffled
+    orders (so n >= 8 covers every family), capacity and
     regularization drawn at random; log_target is what the metric calls for (RMSLE: yes;
     other regression metrics: at random; classification: no). `exclude(choice)`:
     combinations too slow for the task."""

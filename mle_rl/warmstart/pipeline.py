@@ -57,9 +57,9 @@ class WarmStartSettings:
         return json.loads(json.dumps(dataclasses.asdict(self)))
 
 
-BUILD_MODULES = ("action_pool", "generic", "generic_code", "generic_text_code",
-                 "generic_image_code", "programs",
-                 "programs_span", "corpus", "lm_instrument", "tokenizer", "sft_data", "sft")
+BUILD_MODULES = ("action_pool", "generic", "generic_header", "generic_code", "generic_text_code",
+                 "generic_image_code", "programs", "programs_span", "corpus", "lm_instrument",
+                 "tokenizer", "sft_data", "sft")
 
 
 def source_hash(settings: WarmStartSettings) -> str:
