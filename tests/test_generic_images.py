@@ -96,3 +96,18 @@ def test_image_paragraphs_do_nothing_on_a_table_without_pictures(tmp_path):
                                     image="pca"))
     assert res.status == "ok", (res.message, res.stderr_tail[-1500:])
     assert "images: 0" in res.stdout_tail and "image features" not in res.stdout_tail
+
+
+def test_denoising_pictures_become_one_row_per_pixel(tmp_path):
+    """denoising-dirty-documents' layout: noisy pages in train/, their cleaned copies in
+    train_cleaned/, the sample's ids `<image>_<row>_<col>`: a regression per pixel from its
+    neighbourhood, well under the sample's RMSE."""
+    from mle_rl.agent.evaluation import sample_submission_score
+    from mle_rl.env import mlebench, standins
+    cid = "denoising-dirty-documents"
+    standins.build(tmp_path, ids=[cid])
+    task = mlebench.make_task(tmp_path, cid)
+    for family in ("linear", "hist_gb"):
+        res = _run(task, generic.Choice(task.metric, family, 3, 3, "median_scale", "holdout"))
+        assert res.status == "ok", (family, res.message, res.stderr_tail[-1500:])
+        assert res.score < 0.7 * sample_submission_score(task), (family, res.score)

@@ -14,7 +14,10 @@ length difference; a span task, whose target is a piece of a text column in most
 one row per word of that text with whether it lies inside the piece as the target, the
 word's place, length and smoothed rate of lying inside (alone and with the row's other
 columns), the submission joining the words kept from the first to the last; pictures, see
-`generic_image_code.py`), then defines fit / predict / score / submission, which read the
+`generic_image_code.py`; noisy pictures beside cleaned ones, as denoising competitions
+give them, as one row per pixel: its 3 x 3 neighbourhood and place, the cleaned pixel the
+target, the sample's `<image>_<row>_<col>` ids), then defines fit / predict / score /
+submission, which read the
 decisions (`metric`, `log_target`, the family's `make` and `fit_rows`, `capacity`,
 `regularization`) when they are called, after every paragraph has run. It has no blank
 line inside, so with the warm start's paragraph pre-tokens it is one token.
@@ -52,6 +55,30 @@ for f in files:
         for k in (os.path.basename(f), os.path.splitext(os.path.basename(f))[0]):
             pictures.setdefault(k, []).append(f)
 train = read("train")
+cleaned = {os.path.basename(f): f for v in pictures.values() for f in v if "train" in f.lower() and "clean" in f.lower()}
+if train is None and cleaned:
+    from PIL import Image
+    def pixels(path, target_path=None):
+        g = np.asarray(Image.open(path).convert("L"), np.float32) / 255.0
+        h, w = g.shape
+        pad = np.pad(g, 1, mode="edge")
+        out = {f"p{i}{j}": pad[i:i + h, j:j + w].ravel() for i in range(3) for j in range(3)}
+        rr, cc = np.mgrid[0:h, 0:w]
+        out.update(row=(rr / h).ravel(), col=(cc / w).ravel())
+        out[ID] = [f"{os.path.splitext(os.path.basename(path))[0]}_{r + 1}_{c + 1}" for r, c in zip(rr.ravel(), cc.ravel())]
+        if target_path is not None:
+            out[cols[0]] = (np.asarray(Image.open(target_path).convert("L"), np.float32) / 255.0).ravel()
+        return pd.DataFrame(out)
+    noisy = sorted({f for v in pictures.values() for f in v if "train" in f.lower() and "clean" not in f.lower() and os.path.basename(f) in cleaned})
+    train = pd.concat([pixels(f, cleaned[os.path.basename(f)]).sample(frac=1.0, random_state=0).head(max(1, 8000 // max(1, len(noisy)))) for f in noisy], ignore_index=True)
+    wanted = set(test[ID].astype(str))
+    shown = {}
+    for v in pictures.values():
+        for f in v:
+            if "test" in f.lower():
+                shown.setdefault(os.path.basename(f), f)
+    test = pd.concat([pixels(f) for _, f in sorted(shown.items())], ignore_index=True)
+    test = test[test[ID].isin(wanted)].reset_index(drop=True)
 if train is None:
     named = sorted({os.path.basename(f) for v in pictures.values() for f in v if "train" in f.lower() and "clean" not in f.lower()})
     labels = [n.split(".")[0].split("_")[0] for n in named]
