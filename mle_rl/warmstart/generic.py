@@ -212,7 +212,7 @@ def all_choices(metric: str, text: bool = False, images: bool = False) -> list[C
     task with pictures, `images`)."""
     logs = (True, False) if is_regression(metric) else (False,)
     texts = list(itertools.product(TEXT, TEXT_MODELS)) if text else [("none", "logistic")]
-    imgs = list(IMAGE) if images else ["none"]
+    imgs = ["none", *IMAGE] if images else ["none"]     # a table beside pictures may need none
     return [Choice(metric, f, c, r, feat, v, lg, tx, tm, im)
             for f, c, r, feat, v, lg, (tx, tm), im in itertools.product(
                 FAMILIES, CAPACITIES, REGULARIZATIONS, FEATURES, VALIDATION, logs, texts, imgs)]
@@ -229,7 +229,7 @@ def sample_choices(metric: str, n: int, rng: random.Random, exclude=None,
     combinations too slow for the task."""
     fams, feats, vals = list(FAMILIES), list(FEATURES), list(VALIDATION)
     texts, models = (list(TEXT), list(TEXT_MODELS)) if text else (["none"], ["logistic"])
-    imgs = list(IMAGE) if images else ["none"]
+    imgs = ["none", *IMAGE] if images else ["none"]
     for seq in (fams, feats, vals, texts, models, imgs):
         rng.shuffle(seq)
     out, seen, tries = [], set(), 0
