@@ -33,7 +33,7 @@ from sklearn.metrics import log_loss, roc_auc_score
 from sklearn.multioutput import MultiOutputRegressor
 for a in sorted(glob.glob("input/*.zip") + glob.glob("input/*.7z")):
     d = os.path.join("unpacked", os.path.basename(a).split(".")[0])
-    if not os.path.isdir(d):
+    if not os.path.isdir(d) and not os.path.isdir(os.path.join("input", os.path.basename(d))):
         if a.endswith(".zip"):
             zipfile.ZipFile(a).extractall(d)
         else:
