@@ -236,3 +236,18 @@ def test_programs_read_mlebench_layouts_and_write_what_the_grader_takes(standin_
         assert res.score > 0.3
     else:
         assert (res.score < base) if task.is_lower_better else (res.score > base), (res.score, base)
+
+
+def test_span_extraction_is_found_by_content_and_beats_copying_the_text(tmp_path):
+    """tweet-sentiment-extraction's layout: the target is a piece of a text column, so the
+    program predicts, word by word, what lies inside it (any family), and writes the span
+    from the first to the last word it keeps; copying the whole text scores 0.47 here."""
+    from mle_rl.env import mlebench, standins
+    cid = "tweet-sentiment-extraction"
+    standins.build(tmp_path, ids=[cid])
+    task = mlebench.make_task(tmp_path, cid)
+    for family in ("hist_gb", "naive_bayes"):
+        res = _run(task, generic.Choice(task.metric, family, 3, 3, "median_scale", "holdout"))
+        assert res.status == "ok", (family, res.message, res.stderr_tail[-1500:])
+        assert "targets: ['_in']" in res.stdout_tail, res.stdout_tail[-600:]
+        assert res.score > 0.5, (family, res.score)

@@ -81,8 +81,13 @@ def test_a_user_task_lists_grades_and_runs(tmp_path):
          "lower_is_better": True})), "higher-is-better"),
     (lambda r: pd.read_csv(r / "prepared/private/answers.csv")[5:].to_csv(
         r / "prepared/private/answers.csv", index=False), "does not hold exactly the ids"),
-    (lambda r: (r / "prepared/public/test.csv").unlink(), "test.csv is missing"),
-], ids=["json", "metric", "column", "direction", "answer-ids", "file"])
+    (lambda r: (r / "prepared/public/sample_submission.csv").unlink(),
+     "sample_submission.csv is missing"),
+    (lambda r: ((r / "prepared/public/test.csv").unlink(),    # no test.csv: the sample's ids
+                pd.read_csv(r / "prepared/private/answers.csv")[5:].to_csv(
+                    r / "prepared/private/answers.csv", index=False)),
+     "does not hold exactly the ids of sample_submission.csv"),
+], ids=["json", "metric", "column", "direction", "answer-ids", "file", "no-test-file"])
 def test_a_bad_task_is_one_line_and_exit_2(tmp_path, damage, said):
     damage(write_task(tmp_path / "mine"))
     commands = [("tasks",)]

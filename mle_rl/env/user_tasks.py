@@ -2,15 +2,17 @@
 
     DIR/<task-id>/task.json                 {"metric": "auc", "id_column": "id",
                                              "target_columns": ["target"]}
-    DIR/<task-id>/prepared/public/          description.md, train.csv, test.csv,
-                                            sample_submission.csv (and any other files)
+    DIR/<task-id>/prepared/public/          description.md, sample_submission.csv and the
+                                            data in any form: train.csv / test.csv, JSON,
+                                            folders of images, archives
     DIR/<task-id>/prepared/private/answers.csv   the id column + the target columns
 
 task.json may also give "lower_is_better" (it must agree with the metric), "timeout_s",
 "memory_mb" (limits of one program) and "modality" (tabular | text | image). For
 multiclass log loss the answers are one-hot, in columns named as in the sample submission.
 `load(DIR, id)` checks everything a grader relies on (a known metric, the columns in each
-file, the answers holding exactly the ids of test.csv) and raises `TaskSpecError` with one
+file, the answers holding exactly the test ids: those of test.csv, or without one, as in
+image competitions, those of the sample submission) and raises `TaskSpecError` with one
 line naming the file and the fix; it reads only headers and id columns.
 """
 
@@ -28,7 +30,7 @@ SPEC_FILE = "task.json"
 KEYS = {"metric", "id_column", "target_columns", "lower_is_better", "timeout_s", "memory_mb",
         "modality"}
 MODALITIES = ("tabular", "text", "image")
-PUBLIC_FILES = ("description.md", "train.csv", "test.csv", "sample_submission.csv")
+PUBLIC_FILES = ("description.md", "sample_submission.csv")
 DEFAULT_TIMEOUT_S, DEFAULT_MEMORY_MB = 600.0, 4096
 
 
@@ -95,12 +97,16 @@ def _check_files(root: pathlib.Path, spec: dict) -> None:
     for name in PUBLIC_FILES:
         if not (public / name).is_file():
             raise TaskSpecError(f"{public / name} is missing; a task needs "
-                                f"{', '.join(PUBLIC_FILES)} in prepared/public/.")
+                                f"{', '.join(PUBLIC_FILES)} in prepared/public/ (and its "
+                                f"data: train.csv / test.csv, or any files).")
     answers = private / "answers.csv"
     if not answers.is_file():
         raise TaskSpecError(f"{answers} is missing; write the test ids and their targets there.")
     id_col, targets = spec["id_column"], spec["target_columns"]
-    needs = {public / "test.csv": [id_col], public / "sample_submission.csv": [id_col, *targets],
+    ids_file = public / "test.csv"
+    if not ids_file.is_file():          # an image competition: the sample names the test
+        ids_file = public / "sample_submission.csv"
+    needs = {ids_file: [id_col], public / "sample_submission.csv": [id_col, *targets],
              answers: [id_col, *targets]}
     for path, cols in needs.items():
         header = _header(path)
@@ -108,16 +114,17 @@ def _check_files(root: pathlib.Path, spec: dict) -> None:
         if missing:
             raise TaskSpecError(f"{path} lacks column(s) {missing} named in task.json "
                                 f"(its header: {','.join(header[:10])}).")
-    test_ids = _column(public / "test.csv", id_col)
+    test_ids = _column(ids_file, id_col)
     answer_ids = _column(answers, id_col)
     if len(set(test_ids)) != len(test_ids):
-        raise TaskSpecError(f"{public / 'test.csv'} repeats ids in column '{id_col}'.")
+        raise TaskSpecError(f"{ids_file} repeats ids in column '{id_col}'.")
     if sorted(test_ids) != sorted(answer_ids):
         absent = sorted(set(test_ids) - set(answer_ids))
         extra = sorted(set(answer_ids) - set(test_ids))
-        raise TaskSpecError(f"{answers} does not hold exactly the ids of test.csv: "
+        raise TaskSpecError(f"{answers} does not hold exactly the ids of {ids_file.name}: "
                             f"{len(absent)} test id(s) without an answer (e.g. {absent[:3]}), "
-                            f"{len(extra)} answer id(s) not in test.csv (e.g. {extra[:3]}).")
+                            f"{len(extra)} answer id(s) not in {ids_file.name} (e.g. "
+                            f"{extra[:3]}).")
 
 
 def task_ids(task_dir) -> list:

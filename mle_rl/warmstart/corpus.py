@@ -48,6 +48,7 @@ class CorpusSettings:
     generated: int = 0                  # procedural tasks added to the corpus
     per_generated: int = 2              # programs per procedural task
     text_share: float = 0.0             # of the procedural tasks, those with a text column
+    image_share: float = 0.0            # ... and those of pictures (procedural/image_tasks.py)
     chain: int = 3
     seed: int = 0
     timeout_s: Optional[float] = None   # per program; default the task's own limit
@@ -77,14 +78,16 @@ class Job:
 
 
 # Built-ins whose programs are the generic ones (a table with a free-text column is a table:
-# `generic.py` finds the text by its content), not their own templates in `programs.py`.
-GENERIC_MODALITIES = ("text",)
+# `generic.py` finds the text by its content, and the pictures by the files), not their own
+# templates in `programs.py`.
+GENERIC_MODALITIES = ("text", "image")
 
 
 def _generic_jobs(task, n: int, rng: random.Random) -> list[Job]:
     out = []
-    text = generic.has_text(task.public_dir)
-    for c in generic.sample_choices(task.metric, n, rng, exclude=_too_slow(task), text=text):
+    text, images = generic.has_text(task.public_dir), generic.has_images(task.public_dir)
+    for c in generic.sample_choices(task.metric, n, rng, exclude=_too_slow(task), text=text,
+                                    images=images):
         plan, code = generic.render(c)
         out.append(Job(task, plan, code, c.key, c.family))
     return out
@@ -105,7 +108,8 @@ def generated_ids(settings: CorpusSettings, log: Callable = print) -> list:
     if settings.generated <= 0:
         return []
     return procedural.ensure(tasks.generated_dir(), settings.generated, seed=settings.seed,
-                             log=log, text_share=settings.text_share)
+                             log=log, text_share=settings.text_share,
+                             image_share=settings.image_share)
 
 
 def plan_jobs(settings: CorpusSettings, log: Callable = print) -> list[Job]:

@@ -22,9 +22,14 @@ so, with the warm start's tokenizer, its own token):
     text model      logistic | nbsvm | svm: a linear model of that matrix whose out-of-fold
                     predictions join the table's features (stacking), so every family above
                     works on text, alone or beside numeric and categorical columns
+    image           none | pixels | color | hog | pca: features of the images the rows name
+                    (found by the files, see `generic_image_code.py`), joined to the table's
+                    features, so every family above works on pictures too
 
-The program text is in `generic_code.py`. Every combination of values is a valid program
-(`tests/test_generic_programs.py` runs them), so a recombination, or a value the corpus
+The program text is in `generic_header.py` (reading the task) and `generic_code.py` (the
+decisions; text and images in `generic_text_code.py` and `generic_image_code.py`). Every
+combination of values is a valid program (`tests/test_generic_programs.py` runs them), so a
+recombination, or a value the corpus
 never paired with a family on a task, is something RL can find and keep. The plan names
 the family, the features and the validation, one paragraph each, in the order of the code.
 """
@@ -39,6 +44,7 @@ import re
 from typing import Optional
 
 from mle_rl.warmstart.generic_code import FAMILIES, FEATURES, HEADER, VALIDATION, WRITER
+from mle_rl.warmstart.generic_image_code import IMAGE
 from mle_rl.warmstart.generic_text_code import TEXT, TEXT_MODELS
 
 CAPACITIES = REGULARIZATIONS = (1, 2, 3, 4, 5)
@@ -59,6 +65,7 @@ class Choice:
     log_target: bool = False
     text: str = "none"               # "none": no text paragraphs (a table without text)
     text_model: str = "logistic"     # ignored when text == "none"
+    image: str = "none"              # "none": no image paragraph (a task without images)
 
     def __post_init__(self):
         for name, value, allowed in (("family", self.family, FAMILIES),
@@ -66,6 +73,7 @@ class Choice:
                                      ("validation", self.validation, VALIDATION),
                                      ("text", self.text, ("none", *TEXT)),
                                      ("text_model", self.text_model, TEXT_MODELS),
+                                     ("image", self.image, ("none", *IMAGE)),
                                      ("capacity", self.capacity, CAPACITIES),
                                      ("regularization", self.regularization, REGULARIZATIONS)):
             if value not in allowed:
@@ -77,18 +85,19 @@ class Choice:
     @property
     def key(self) -> str:
         text = f"+{self.text}~{self.text_model}" if self.text != "none" else ""
+        image = f"+img_{self.image}" if self.image != "none" else ""
         return (f"{self.features}+{self.family}+{self.validation}"
                 f"+c{self.capacity}r{self.regularization}{'+log' if self.log_target else ''}"
-                f"{text}")
+                f"{text}{image}")
 
 
 def plan_text(choice: Choice) -> str:
     """The plan: model, features and validation, one paragraph each (one token each with
     the warm start's tokenizer), in the order of the code."""
-    text = ""
+    text = f"Images: {IMAGE[choice.image][0]}.\n\n" if choice.image != "none" else ""
     if choice.text != "none":
-        text = (f"Text: {TEXT[choice.text][0]}.\n\n"
-                f"Text model: {TEXT_MODELS[choice.text_model][0]}.\n\n")
+        text += (f"Text: {TEXT[choice.text][0]}.\n\n"
+                 f"Text model: {TEXT_MODELS[choice.text_model][0]}.\n\n")
     return (f"{text}Model: {FAMILIES[choice.family][0]}.\n\n"
             f"Features: {FEATURES[choice.features][0]}.\n\n"
             f"Validation: {VALIDATION[choice.validation][0]}.")
@@ -99,6 +108,7 @@ def blocks(choice: Choice) -> list[str]:
     return [HEADER,
             f'metric = "{choice.metric}"\n',
             f"log_target = {choice.log_target}\n",
+            *([IMAGE[choice.image][1]] if choice.image != "none" else []),
             *([TEXT[choice.text][1], TEXT_MODELS[choice.text_model][1]]
               if choice.text != "none" else []),
             FAMILIES[choice.family][1],
@@ -144,6 +154,11 @@ def parse(code: str) -> Optional[Choice]:
         return None
     if hits["text"]:
         named.update(text=hits["text"][0], text_model=hits["text_model"][0])
+    image = [k for k, (_, block) in IMAGE.items() if block.strip() in paragraphs]
+    if len(image) > 1:
+        return None
+    if image:
+        named["image"] = image[0]
     try:
         return Choice(metric=found["metric"][0], log_target=found["log_target"][0] == "True",
                       capacity=int(found["capacity"][0]),
@@ -173,31 +188,49 @@ def has_text(public_dir, rows: int = 2000) -> bool:
     return False
 
 
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif")
+
+
+def has_images(public_dir) -> bool:
+    """Whether a task may hold pictures: image files anywhere in its folder, or archives
+    (.zip, .7z) that may hold them or records of pixel bands; the image paragraphs do nothing
+    where the HEADER finds none."""
+    public = pathlib.Path(public_dir)
+    for f in public.rglob("*"):
+        if f.suffix.lower() in IMAGE_SUFFIXES or f.suffix.lower() in (".zip", ".7z"):
+            return True
+    return False
+
+
 def is_regression(metric: str) -> bool:
     return metric in REGRESSION_METRICS
 
 
-def all_choices(metric: str, text: bool = False) -> list[Choice]:
+def all_choices(metric: str, text: bool = False, images: bool = False) -> list[Choice]:
     """Every choice for a task scored by `metric` (log_target only for regression; the text
-    decisions only for a task with free-text columns, `text`)."""
+    decisions only for a task with free-text columns, `text`; the image decision only for a
+    task with pictures, `images`)."""
     logs = (True, False) if is_regression(metric) else (False,)
     texts = list(itertools.product(TEXT, TEXT_MODELS)) if text else [("none", "logistic")]
-    return [Choice(metric, f, c, r, feat, v, lg, tx, tm)
-            for f, c, r, feat, v, lg, (tx, tm) in itertools.product(
-                FAMILIES, CAPACITIES, REGULARIZATIONS, FEATURES, VALIDATION, logs, texts)]
+    imgs = ["none", *IMAGE] if images else ["none"]     # a table beside pictures may need none
+    return [Choice(metric, f, c, r, feat, v, lg, tx, tm, im)
+            for f, c, r, feat, v, lg, (tx, tm), im in itertools.product(
+                FAMILIES, CAPACITIES, REGULARIZATIONS, FEATURES, VALIDATION, logs, texts, imgs)]
 
 
 def sample_choices(metric: str, n: int, rng: random.Random, exclude=None,
-                   text: bool = False) -> list[Choice]:
+                   text: bool = False, images: bool = False) -> list[Choice]:
     """`n` distinct choices spread over the decisions: families, features, validations
-    (and, for a task with free-text columns, `text`, the text features and text models) are
-    dealt round-robin from shuffled orders (so n >= 8 covers every family), capacity and
+    (and, for a task with free-text columns, `text`, the text features and text models; for
+    a task with pictures, `images`, the image features) are dealt round-robin from shuffled
+    orders (so n >= 8 covers every family), capacity and
     regularization drawn at random; log_target is what the metric calls for (RMSLE: yes;
     other regression metrics: at random; classification: no). `exclude(choice)`:
     combinations too slow for the task."""
     fams, feats, vals = list(FAMILIES), list(FEATURES), list(VALIDATION)
     texts, models = (list(TEXT), list(TEXT_MODELS)) if text else (["none"], ["logistic"])
-    for seq in (fams, feats, vals, texts, models):
+    imgs = ["none", *IMAGE] if images else ["none"]
+    for seq in (fams, feats, vals, texts, models, imgs):
         rng.shuffle(seq)
     out, seen, tries = [], set(), 0
     while len(out) < n and tries < 50 * max(n, 1):
@@ -206,7 +239,7 @@ def sample_choices(metric: str, n: int, rng: random.Random, exclude=None,
         log = metric in LOG_METRICS or (is_regression(metric) and rng.random() < 0.5)
         c = Choice(metric, fams[i % len(fams)], rng.choice(CAPACITIES),
                    rng.choice(REGULARIZATIONS), feats[i % len(feats)], vals[i % len(vals)], log,
-                   texts[i % len(texts)], models[i % len(models)])
+                   texts[i % len(texts)], models[i % len(models)], imgs[i % len(imgs)])
         if c in seen or (exclude is not None and exclude(c)):
             continue
         seen.add(c)

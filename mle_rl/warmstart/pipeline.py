@@ -39,6 +39,7 @@ class WarmStartSettings:
     generated: int = 120           # procedural tasks (env/procedural) in the corpus
     per_generated: int = 2
     text_share: float = 0.25       # of the procedural tasks, those with a free-text column
+    image_share: float = 0.15      # ... and those of pictures in an image competition's layout
     builtin_repeat: int = 3        # SFT sees the built-in tasks' solve examples this often
     vocab_size: int = 16384
     budgets: sft_data.Budgets = sft_data.Budgets()
@@ -56,8 +57,9 @@ class WarmStartSettings:
         return json.loads(json.dumps(dataclasses.asdict(self)))
 
 
-BUILD_MODULES = ("action_pool", "generic", "generic_code", "generic_text_code", "programs",
-                 "programs_span", "corpus", "lm_instrument", "tokenizer", "sft_data", "sft")
+BUILD_MODULES = ("action_pool", "generic", "generic_header", "generic_code", "generic_text_code",
+                 "generic_image_code", "programs", "programs_span", "corpus", "lm_instrument",
+                 "tokenizer", "sft_data", "sft")
 
 
 def source_hash(settings: WarmStartSettings) -> str:
@@ -113,7 +115,8 @@ def build(out_dir, settings: WarmStartSettings = WarmStartSettings(), *,
     cs = corpus.CorpusSettings(task_ids=settings.train_tasks, n_per_task=settings.n_per_task,
                                generated=settings.generated,
                                per_generated=settings.per_generated,
-                               text_share=settings.text_share, seed=settings.seed)
+                               text_share=settings.text_share,
+                               image_share=settings.image_share, seed=settings.seed)
     log(f"[1/4] expert corpus ({len(cs.task_ids)} tasks x {cs.n_per_task} programs, "
         f"{cs.generated} procedural tasks x {cs.per_generated})")
     if pool is None:

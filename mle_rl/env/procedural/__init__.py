@@ -4,5 +4,7 @@
     wording.py    task pages, worded differently every time
     generate.py   a table -> a task (target, kind, metric, rows, names, ids) in the
                   --task_dir layout; generate(out_dir, n, seed)
+    image_tasks.py  picture tasks (digits, shapes, counts drawn from packaged data) in the
+                  layouts image competitions use; generate(..., image_share=)
     heldout.py    four hand-written tasks from tables the generator never sees
 """

@@ -204,8 +204,12 @@ def write(task: dict, root: pathlib.Path) -> None:
     private.mkdir(mode=0o700)
     (root / "task.json").write_text(json.dumps(task["spec"], indent=1))
     (public / "description.md").write_text(task["description"], encoding="utf-8")
-    task["train"].to_csv(public / "train.csv", index=False)
-    task["test"].to_csv(public / "test.csv", index=False)
+    for name in ("train", "test"):          # an image layout may have neither table
+        if task[name] is not None:
+            task[name].to_csv(public / f"{name}.csv", index=False)
+    for rel, data in task.get("files", {}).items():
+        (public / rel).parent.mkdir(parents=True, exist_ok=True)
+        (public / rel).write_bytes(data)
     task["sample"].to_csv(public / "sample_submission.csv", index=False)
     task["answers"].to_csv(private / "answers.csv", index=False)
     (root / "generated.json").write_text(json.dumps({"kind": task["kind"],
@@ -213,10 +217,12 @@ def write(task: dict, root: pathlib.Path) -> None:
 
 
 def generate(out_dir, n: int, seed: int = 0, cache: Optional[pathlib.Path] = None,
-             text_share: float = 0.0) -> list:
+             text_share: float = 0.0, image_share: float = 0.0) -> list:
     """Writes `n` tasks under `out_dir` (replacing what was there); returns their ids. A
     share `text_share` of them (drawn per task, from the seed) come from the text tables
-    (`text_sources.py`: a free-text column beside numbers and categories)."""
+    (`text_sources.py`: a free-text column beside numbers and categories), and a share
+    `image_share` are picture tasks (`image_tasks.py`)."""
+    from mle_rl.env.procedural import image_tasks
     from mle_rl.env import tasks as env_tasks
     from mle_rl.env.procedural import text_sources
 
@@ -232,6 +238,13 @@ def generate(out_dir, n: int, seed: int = 0, cache: Optional[pathlib.Path] = Non
     ids, i = [], 0
     n_text = 0
     while len(ids) < n and i < 20 * n:
+        if image_share > 0 and random.Random(f"{seed}/image/{len(ids)}").random() < image_share:
+            i += 1
+            task = image_tasks.make_task(random.Random(f"{seed}/{i}"))
+            task_id = f"{TASK_PREFIX}-{len(ids):04d}-{task['source'].replace('/', '-')}"
+            write(task, tmp / task_id)
+            ids.append(task_id)
+            continue
         if texts and random.Random(f"{seed}/text/{len(ids)}").random() < text_share:
             table = texts[n_text % len(texts)]
             n_text += 1
@@ -265,12 +278,13 @@ def source_hash() -> str:
 
 
 def ensure(out_dir, n: int, seed: int = 0, cache: Optional[pathlib.Path] = None,
-           log=print, text_share: float = 0.0) -> list:
+           log=print, text_share: float = 0.0, image_share: float = 0.0) -> list:
     """The first `n` generated tasks under `out_dir`, generated (again) only when the
     directory holds fewer, another seed or another generator's tasks. Task k is the same
     whatever `n`, so one directory serves every n up to the largest asked for."""
     out_dir = pathlib.Path(out_dir)
-    want = {"seed": seed, "source": source_hash(), "text_share": text_share}
+    want = {"seed": seed, "source": source_hash(), "text_share": text_share,
+            "image_share": image_share}
     try:
         have = json.loads((out_dir / MARKER).read_text())
     except (OSError, ValueError):
@@ -278,7 +292,7 @@ def ensure(out_dir, n: int, seed: int = 0, cache: Optional[pathlib.Path] = None,
     if {k: have.get(k) for k in want} == want and len(have.get("ids", ())) >= n:
         return have["ids"][:n]
     log(f"generating {n} procedural tasks into {out_dir}")
-    ids = generate(out_dir, n, seed, cache, text_share=text_share)
+    ids = generate(out_dir, n, seed, cache, text_share=text_share, image_share=image_share)
     (out_dir / MARKER).write_text(json.dumps({**want, "ids": ids}, indent=1))
     return ids
 
