@@ -2,7 +2,8 @@
 # The first run on a machine with GPUs or TPUs, one command: prints the devices, then runs
 # (each step's output in OUT/<step>.log, one failing step does not stop the others)
 #   1. parity   tests/test_hf_parity.py, the real-0.5B-config test included (float32 at full
-#               matmul precision: JAX_DEFAULT_MATMUL_PRECISION=highest)
+#               matmul precision: JAX_DEFAULT_MATMUL_PRECISION=highest; transformers on CUDA
+#               where JAX runs on a GPU, else on the CPU)
 #   2. sampling benchmarks/bench_sampling.py --device=accelerator (transformers on CUDA)
 #   3. training benchmarks/bench_train.py --device=accelerator (torch on CUDA)
 #   4. plan     experiments/plan.py --backend=native for the run below and for the paper's
@@ -72,11 +73,15 @@ RUN_FLAGS=(--policy_dir="$STANDIN" --dtype=bfloat16 --mesh_shape="$MESH" --fsdp 
 PAPER_PLAN=(--model_preset="$PLAN_MODEL" --dtype=bfloat16 --fsdp --remat --batch_size=128
             --minibatches=$(( 128 / ndev > 0 ? 128 / ndev : 1 )) --max_prompt_tokens=1024
             --max_new_tokens=1024 --sample_batch=64)
+# tests/conftest.py keeps JAX on the CPU unless JAX_PLATFORMS is set: name the device's
+TORCH_DEV=cpu; JAXP="$platform"; [[ "$platform" == gpu ]] && { TORCH_DEV=cuda; JAXP=cuda; }
+PARITY_ENV="env JAX_PLATFORMS=$JAXP JAX_DEFAULT_MATMUL_PRECISION=highest MLE_RL_PARITY_TORCH_DEVICE=$TORCH_DEV"
 declare -A CMD
-CMD[parity]="env JAX_DEFAULT_MATMUL_PRECISION=highest $PY -m pytest -q -p no:cacheprovider -m 'slow or not slow' tests/test_hf_parity.py"
+CMD[parity]="$PARITY_ENV $PY -c 'import jax; print(\"parity: JAX on\", jax.devices()[0].device_kind)' && $PARITY_ENV $PY -m pytest -q -p no:cacheprovider -m 'slow or not slow' tests/test_hf_parity.py"
 CMD[sampling]="$PY benchmarks/bench_sampling.py --device=accelerator --preset=$MODEL --batch 16 --new-tokens 256 --repeats 3"
 CMD[training]="$PY benchmarks/bench_train.py --device=accelerator --preset=$MODEL --batch 8 --seq 512 --steps 3"
-CMD[plan]="$PY experiments/plan.py --backend=native ${RUN_FLAGS[*]} && $PY experiments/plan.py --backend=native ${PAPER_PLAN[*]}"
+# both plans run; the step fails when either does
+CMD[plan]="$PY experiments/plan.py --backend=native ${RUN_FLAGS[*]}; r=\$?; $PY experiments/plan.py --backend=native ${PAPER_PLAN[*]} || r=\$?; exit \$r"
 CMD[run]="$PY experiments/run.py ${RUN_FLAGS[*]}"
 IFS=',' read -r -a steps <<< "$STEPS"
 for s in "${steps[@]}"; do
@@ -109,7 +114,7 @@ for s in "${steps[@]}"; do
   fi
   echo "[accelerator_check] $s (at most ${budget} s): ${CMD[$s]}"
   set +e
-  timeout "$budget" bash -c "${CMD[$s]}" > "$OUT/$s.log" 2>&1
+  timeout -k 20 "$budget" bash -c "${CMD[$s]}" > "$OUT/$s.log" 2>&1
   RC[$s]=$?
   set -e
   SECS[$s]=$(( SECONDS - t0 ))
@@ -136,7 +141,26 @@ for line in open(sys.argv[1]):
 print("; ".join(out) or "no plan printed")
 PY
     ;;
-    run) grep -h "^done:" "$log" | tail -n 1 ;;
+    run) "$PY" - "$log" "$OUT/run/metrics.jsonl" "$OUT/plan.log" <<'PY'
+import json, sys
+log, metrics, plan = sys.argv[1:]
+done = [l.strip() for l in open(log) if l.startswith("done:")]
+out = [done[-1] if done else "no 'done:' line"]
+try:     # the device allocator's high-water mark (runtime/footprint.py) against the plan
+    peak = max(json.loads(l).get("mem/device_peak_mb", 0) for l in open(metrics))
+except (OSError, ValueError):
+    peak = 0
+try:     # the first plan printed is this run's (the second is the paper's settings)
+    first = next(json.loads(l) for l in open(plan) if l.startswith("{"))
+    planned = first["per_device_bytes"]["total"] / 2**20
+except (OSError, StopIteration, KeyError, ValueError):
+    planned = 0
+if peak:
+    out.append(f"device peak {peak / 1024:.2f} GiB" + (
+        f", plan {planned / 1024:.2f} GiB (measured / plan {peak / planned:.2f})" if planned else ""))
+print("; ".join(out))
+PY
+    ;;
   esac
 }
 {

@@ -89,3 +89,20 @@ def test_the_trainer_trims_at_each_change_of_phase_only(monkeypatch):
     returned = [Trainer._enter_phase(fake, p) for p in phases]
     assert returned == [3 * 2**20, 0, 3 * 2**20, 3 * 2**20, 0, 0, 3 * 2**20, 0]
     assert len(calls) == 4 and fake._released_mb == pytest.approx(12.0)
+
+
+def test_device_allocator_statistics_where_the_backend_reports_them(monkeypatch):
+    """GPU/TPU: the allocator's bytes in use, high-water mark and limit (the measured side
+    of plan.py's prediction); the CPU backend reports none and the keys are left out."""
+    import jax
+
+    class Dev:
+        def memory_stats(self):
+            return {"bytes_in_use": 3 << 20, "peak_bytes_in_use": 5 << 20, "bytes_limit": 8 << 30}
+
+    cpu = footprint.footprint()
+    assert not any(k.startswith("mem/device_") for k in cpu)
+    monkeypatch.setattr(jax, "local_devices", lambda: [Dev()])
+    got = footprint.footprint()
+    assert (got["mem/device_in_use_mb"], got["mem/device_peak_mb"],
+            got["mem/device_limit_mb"]) == (3.0, 5.0, 8192.0)

@@ -212,9 +212,10 @@ def test_real_qwen2p5_0p5b_config_matches_transformers_and_round_trips(tmp_path)
     positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
     want = hf_logits(ref, tokens, attention_mask=mask, position_ids=positions)
     with torch.no_grad():
-        hf_greedy = ref.generate(torch.as_tensor(tokens[:1, :16], dtype=torch.long),
+        hf_greedy = ref.generate(torch.as_tensor(tokens[:1, :16], dtype=torch.long,
+                                                 device=ref.device),
                                  max_new_tokens=8, do_sample=False, eos_token_id=None,
-                                 pad_token_id=0)[0, 16:].numpy()
+                                 pad_token_id=0)[0, 16:].cpu().numpy()
     del ref
     gc.collect()
 

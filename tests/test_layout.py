@@ -174,3 +174,21 @@ def test_no_module_is_long():
     long = {str(p.relative_to(ROOT)): n for p in MODULES.values()
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines (split them): {long}"
+
+
+def test_sources_compile_without_warnings():
+    """An invalid escape such as '\\{' in a docstring is a DeprecationWarning on Python 3.11
+    and a SyntaxWarning on 3.12 (seen on the accelerator image): every source compiles
+    clean on both."""
+    import warnings
+
+    noisy = []
+    for path in sorted(p for d in ("mle_rl", "experiments", "benchmarks", "tests")
+                       for p in (ROOT / d).rglob("*.py")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            try:
+                compile(path.read_text(), str(path), "exec")
+            except (SyntaxError, SyntaxWarning, DeprecationWarning) as e:
+                noisy.append(f"{path.relative_to(ROOT)}: {e}")
+    assert not noisy, noisy

@@ -303,7 +303,7 @@ def max_at_k(scores: chex.Array,
              normalize_std: bool = True,
              eps: float = 1e-6,
              signal: Optional[chex.Array] = None) -> chex.Array:
-  """Leave-one-out advantage of the expected best of ``k`` draws (pass@k / max@k objective).
+  r"""Leave-one-out advantage of the expected best of ``k`` draws (pass@k / max@k objective).
 
   The objective is ``J_k = E[max(s_1, ..., s_k)]`` over ``k`` independent samples of a
   prompt: the score of the best of ``k`` programs, which is what best-of-N evaluation

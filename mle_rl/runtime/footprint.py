@@ -10,6 +10,10 @@
   *cached*, which tcmalloc hands out again and which does not climb run after run.
 * `mem/jax_live_mb`, `mem/jax_live_arrays`: the JAX arrays still referenced (parameters,
   optimiser state, the sampler's copy): these must stay constant from update to update.
+* `mem/device_in_use_mb`, `mem/device_peak_mb`, `mem/device_limit_mb`: on a GPU or TPU, the
+  first local device's allocator (bytes in use now, the high-water mark since the process
+  started, and what it may take): the measured side of `experiments/plan.py`'s prediction.
+  Absent on the CPU, whose backend reports no allocator statistics.
 """
 
 from __future__ import annotations
@@ -79,4 +83,12 @@ def footprint() -> dict:
         out["mem/jax_live_arrays"] = len(live)
     except Exception:        # a backend that cannot list its arrays: leave them out
         pass
+    try:
+        stats = jax.local_devices()[0].memory_stats() or {}
+    except Exception:        # no backend, or one without allocator statistics
+        stats = {}
+    for key, name in (("bytes_in_use", "device_in_use_mb"), ("peak_bytes_in_use", "device_peak_mb"),
+                      ("bytes_limit", "device_limit_mb")):
+        if key in stats:
+            out[f"mem/{name}"] = stats[key] / _MB
     return {k: round(v, 1) if isinstance(v, float) else v for k, v in out.items()}
