@@ -45,9 +45,37 @@ def test_all_seven_steps_are_inserted_in_order():
     assert where["imports"] < where["data_loaded"] < where["model_built"] < \
         where["model_trained"] < where["validation_metric"] < where["predicted"] < \
         where["submission_written"]
-    # The print follows its statement: e.g. model_trained comes right after `.fit(`.
+    # The print follows its statement: e.g. model_trained's block comes right after `.fit(`.
     fit = next(i for i, ln in enumerate(lines) if ".fit(" in ln)
-    assert fit < where["model_trained"] <= fit + 2
+    assert lines[fit + 1].strip() == "try:"
+    assert fit < where["model_trained"] <= fit + 6
+
+
+def test_a_step_prints_once_from_whichever_of_its_statements_runs(task):
+    """Every statement of a step is instrumented: a `.fit` in a branch that never runs does
+    not hide the one that does, and a fit in a loop prints its marker once."""
+    code = '''\
+import pandas as pd
+from sklearn.linear_model import LogisticRegression
+train = pd.read_csv("input/train.csv")
+test = pd.read_csv("input/test.csv")
+if "no_such_column" in train.columns:
+    unused = LogisticRegression().fit(train[["no_such_column"]], train["y"])
+for fold in range(3):
+    model = LogisticRegression(max_iter=200)
+    model.fit(train[["x"]], train["y"])
+pd.DataFrame({"id": test["id"], "y": model.predict(test[["x"]])}).to_csv(
+    "submission.csv", index=False)
+'''
+    out = instrument.AstInstrumenter().instrument(code, "c0de")
+    assert out.code.count("[[c0de:model_trained]]") == 2       # both fits instrumented
+    res = action.run_code(task, code)
+    assert res.status == "ok", res.message
+    for step in ("data_loaded", "model_built", "model_trained", "predicted",
+                 "submission_written"):
+        assert step in res.hits
+    shown = res.stdout_tail.count("model_trained]")              # with or without its nonce
+    assert shown == 1, res.stdout_tail
 
 
 def test_deterministic_and_nonce_dependent():

@@ -41,6 +41,8 @@ _PREDICT_FUNCS = {"predict", "predict_proba", "predict_log_proba", "decision_fun
 _METRIC_RE = re.compile(r"(score|auc|acc|accuracy|loss|rmse|mse|mae|f1|logloss|error|metric|"
                         r"jaccard|rmsle|r2)", re.I)
 _WRITE_FUNCS = {"to_csv", "savetxt"}
+# Statements instrumented per step at most (each prints only if it is the step's first to run).
+MAX_PRINTS_PER_STEP = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,13 +158,20 @@ def _step_of(stmt: ast.stmt) -> list[tuple[str, Optional[str]]]:
 
 
 def _print_stmt(nonce: str, step: str, expr: Optional[str]) -> list[ast.stmt]:
+    """The print of one step's marker (and value), at most once per run: every statement
+    that does the step gets one, and the first of them that runs prints (a step done in
+    a loop prints once, a step in a branch that never runs is left to the others)."""
     tag = repr(marker(nonce, step))
-    src = f"try:\n    print({tag}, flush=True)\nexcept Exception:\n    pass\n"
+    seen = repr(f"_mle_rl_seen_{nonce}")
+    value = ""
     if expr:  # a value that fails to render still leaves the marker
-        src = (f"try:\n    _mle_rl_value = str({expr})[:200]\nexcept Exception:\n"
-               f"    _mle_rl_value = ''\n"
-               f"try:\n    print({tag}, _mle_rl_value, flush=True)\nexcept Exception:\n"
-               f"    pass\n")
+        value = (f"        try:\n            _mle_rl_value = str({expr})[:200]\n"
+                 f"        except Exception:\n            _mle_rl_value = ''\n")
+    src = (f"try:\n    _mle_rl_seen = globals().setdefault({seen}, set())\n"
+           f"    if {step!r} not in _mle_rl_seen:\n        _mle_rl_seen.add({step!r})\n"
+           + value +
+           f"        print({tag}{', _mle_rl_value' if expr else ''}, flush=True)\n"
+           f"except Exception:\n    pass\n")
     return pysource.parse(src).body
 
 
@@ -172,12 +181,16 @@ _SIMPLE = (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Import, ast.I
 class AstInstrumenter:
     """Deterministic AST instrumenter: one print after the first statement of each step.
 
-    `imports` goes after the last top-level import; every other step after the first
-    simple statement (in source order, at any depth) that matches its rule: data loaded
-    (`read_csv`, `np.load`, ...), model built (an estimator constructor assigned to a
-    name), model trained (`.fit`, ...), predicted (`.predict`, `.predict_proba`, ...),
-    submission written (`.to_csv`, ...), validation metric (a metric-named variable
-    assigned from a call; its value is printed).
+    `imports` goes after the last top-level import; every other step after each simple
+    statement (in source order, at any depth; the first `MAX_PRINTS_PER_STEP`) that matches
+    its rule: data loaded (`read_csv`, `np.load`, ...), model built (an estimator
+    constructor assigned to a name), model trained (`.fit`, ...), predicted (`.predict`,
+    `.predict_proba`, ...), submission written (`.to_csv`, ...), validation metric (a
+    metric-named variable assigned from a call; its value is printed). Each step's marker
+    is printed once, by whichever of its statements runs first: a program whose first
+    `.fit` sits in a branch that this task never takes (the generic program's text or
+    picture code on a table) still shows the fit that does run. (`_scan` keeps the first
+    statement of each step only: the LM instrumenter's reference answer.)
     """
 
     name = "ast"
@@ -194,38 +207,51 @@ class AstInstrumenter:
                 last_import = stmt
         if last_import is not None:
             done["imports"] = (last_import, None)
-        self._scan(tree.body, done)
-        if not done:
+        found: dict = {step: [where] for step, where in done.items()}
+        self._scan_all(tree.body, found)
+        if not found:
             return InstrumentResult(code, (), False)
         by_stmt: dict = {}
-        for step, (stmt, expr) in done.items():
-            by_stmt.setdefault(id(stmt), []).append((step, expr))
+        for step, places in found.items():
+            for stmt, expr in places:
+                by_stmt.setdefault(id(stmt), []).append((step, expr))
         self._insert(tree, by_stmt, nonce)
         try:
             new_code = pysource.unparse(ast.fix_missing_locations(tree))
             pysource.check_compiles(new_code)
         except (SyntaxError, ValueError, RecursionError):
             return InstrumentResult(code, (), True)
-        return InstrumentResult(new_code, tuple(s for s in STEPS if s in done), False)
+        return InstrumentResult(new_code, tuple(s for s in STEPS if s in found), False)
 
     def _scan(self, body: list, done: dict) -> None:
+        """The first statement of each step: done[step] = (stmt, expr)."""
+        found: dict = {}
+        self._scan_all(body, found, limit=1)
+        for step, places in found.items():
+            done.setdefault(step, places[0])
+
+    def _scan_all(self, body: list, found: dict, limit: int = None) -> None:
+        """Every statement of each step, in source order: found[step] = [(stmt, expr), ...],
+        at most `limit` (default MAX_PRINTS_PER_STEP) each."""
+        limit = limit or MAX_PRINTS_PER_STEP
         for stmt in body:
             if isinstance(stmt, _SIMPLE):
                 for step, expr in _step_of(stmt):
-                    if step not in done and step != "imports":
-                        done[step] = (stmt, expr)
+                    places = found.setdefault(step, []) if step != "imports" else None
+                    if places is not None and len(places) < limit:
+                        places.append((stmt, expr))
             for field in ("body", "orelse", "finalbody", "handlers"):
                 sub = getattr(stmt, field, None)
                 if isinstance(sub, list) and sub and isinstance(sub[0], (ast.stmt,
                                                                          ast.excepthandler)):
                     if isinstance(sub[0], ast.excepthandler):
                         for h in sub:
-                            self._scan(h.body, done)
+                            self._scan_all(h.body, found, limit)
                     else:
-                        self._scan(sub, done)
+                        self._scan_all(sub, found, limit)
             if isinstance(stmt, ast.Match):
                 for case in stmt.cases:
-                    self._scan(case.body, done)
+                    self._scan_all(case.body, found, limit)
 
     def _insert(self, node: ast.AST, by_stmt: dict, nonce: str) -> None:
         for field, value in ast.iter_fields(node):
