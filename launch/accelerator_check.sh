@@ -73,7 +73,8 @@ RUN_FLAGS=(--policy_dir="$STANDIN" --dtype=bfloat16 --mesh_shape="$MESH" --fsdp 
 PAPER_PLAN=(--model_preset="$PLAN_MODEL" --dtype=bfloat16 --fsdp --remat --batch_size=128
             --minibatches=$(( 128 / ndev > 0 ? 128 / ndev : 1 )) --max_prompt_tokens=1024
             --max_new_tokens=1024 --sample_batch=64)
-# tests/conftest.py keeps JAX on the CPU unless JAX_PLATFORMS is set: name the device's
+# tests/conftest.py keeps JAX on the CPU unless JAX_PLATFORMS is set: the parity step
+# names this machine's platform, and runs transformers on CUDA beside a GPU
 TORCH_DEV=cpu; JAXP="$platform"; [[ "$platform" == gpu ]] && { TORCH_DEV=cuda; JAXP=cuda; }
 PARITY_ENV="env JAX_PLATFORMS=$JAXP JAX_DEFAULT_MATMUL_PRECISION=highest MLE_RL_PARITY_TORCH_DEVICE=$TORCH_DEV"
 declare -A CMD

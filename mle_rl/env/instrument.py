@@ -179,7 +179,8 @@ _SIMPLE = (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Import, ast.I
 
 
 class AstInstrumenter:
-    """Deterministic AST instrumenter: one print after the first statement of each step.
+    """Deterministic AST instrumenter: a print after each statement that does a step, the
+    step's marker printed once per run.
 
     `imports` goes after the last top-level import; every other step after each simple
     statement (in source order, at any depth; the first `MAX_PRINTS_PER_STEP`) that matches
@@ -200,14 +201,8 @@ class AstInstrumenter:
             tree = pysource.parse(code)
         except (SyntaxError, ValueError):
             return InstrumentResult(code, (), True)
-        done: dict = {}
-        last_import = None
-        for stmt in tree.body:
-            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                last_import = stmt
-        if last_import is not None:
-            done["imports"] = (last_import, None)
-        found: dict = {step: [where] for step, where in done.items()}
+        imports = [s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))]
+        found: dict = {"imports": [(imports[-1], None)]} if imports else {}
         self._scan_all(tree.body, found)
         if not found:
             return InstrumentResult(code, (), False)
@@ -230,15 +225,16 @@ class AstInstrumenter:
         for step, places in found.items():
             done.setdefault(step, places[0])
 
-    def _scan_all(self, body: list, found: dict, limit: int = None) -> None:
-        """Every statement of each step, in source order: found[step] = [(stmt, expr), ...],
-        at most `limit` (default MAX_PRINTS_PER_STEP) each."""
-        limit = limit or MAX_PRINTS_PER_STEP
+    def _scan_all(self, body: list, found: dict, limit: int = MAX_PRINTS_PER_STEP) -> None:
+        """Every statement of each step but `imports`, in source order: found[step] =
+        [(stmt, expr), ...], at most `limit` each."""
         for stmt in body:
             if isinstance(stmt, _SIMPLE):
                 for step, expr in _step_of(stmt):
-                    places = found.setdefault(step, []) if step != "imports" else None
-                    if places is not None and len(places) < limit:
+                    if step == "imports":
+                        continue
+                    places = found.setdefault(step, [])
+                    if len(places) < limit:
                         places.append((stmt, expr))
             for field in ("body", "orelse", "finalbody", "handlers"):
                 sub = getattr(stmt, field, None)

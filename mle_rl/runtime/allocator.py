@@ -86,10 +86,11 @@ def reexec_with_tcmalloc() -> None:
 # The trainer trims at each change of phase (before an update, before the first sampling
 # call after it, before a checkpoint), not only after updates. tcmalloc's page heap picks
 # the best-fitting free span whether its pages are resident or already handed back, so each
-# phase faults in fresh pages while the other phase's freed pages stay resident: with the trim after updates only,
-# the second update of the 0.5B run peaked at 17.6-18.4 GiB resident while tcmalloc had at
-# most 12.5 GiB allocated (the sampler's 4.5 GiB of freed pages on top). Trimmed at both
-# changes, each phase peaks at its own allocation (13.7 GiB) every time.
+# phase faults in fresh pages while the other phase's freed pages stay resident: with the
+# trim after updates only, the second update of the 0.5B run peaked at 17.6-18.4 GiB
+# resident while tcmalloc had at most 12.5 GiB allocated (the sampler's 4.5 GiB of freed
+# pages on top). Trimmed at both changes, each phase peaks at its own allocation (13.7 GiB)
+# every time.
 TRIM_SHARE = 0.10
 
 

@@ -87,8 +87,8 @@ def footprint() -> dict:
         stats = jax.local_devices()[0].memory_stats() or {}
     except Exception:        # no backend, or one without allocator statistics
         stats = {}
-    for key, name in (("bytes_in_use", "device_in_use_mb"), ("peak_bytes_in_use", "device_peak_mb"),
-                      ("bytes_limit", "device_limit_mb")):
+    for key, name in (("bytes_in_use", "device_in_use_mb"),
+                      ("peak_bytes_in_use", "device_peak_mb"), ("bytes_limit", "device_limit_mb")):
         if key in stats:
             out[f"mem/{name}"] = stats[key] / _MB
     return {k: round(v, 1) if isinstance(v, float) else v for k, v in out.items()}
