@@ -210,14 +210,16 @@ def dense_text(info: TaskInfo, combo: Combo) -> bool:
     return info.modality == "text" and (combo.model.needs_dense or combo.model.name == "svm")
 
 
-def plan_text(info: TaskInfo, combo: Combo, second: str = "") -> str:
-    """The plan: one paragraph per idea (model, features, validation; one token each with
-    the warm start's tokenizer), in the order of the code, so plan and code agree."""
-    model = combo.model.phrase
-    if combo.model.name == "linear":
-        model = "a linear model (logistic regression)"
-    if combo.model.name == "naive_bayes" and info.modality == "text":
-        model = "naive Bayes (multinomial)"
+def plan_text(info: TaskInfo, combo: Combo, second: str = "", model: str = "") -> str:
+    """The plan: one paragraph per idea (model, features, validation), in the order of the
+    code, so plan and code agree; `model`: the model's phrase where the program's own
+    differs from the action pool's."""
+    if not model:
+        model = combo.model.phrase
+        if combo.model.name == "linear":
+            model = "a linear model (logistic regression)"
+        if combo.model.name == "naive_bayes" and info.modality == "text":
+            model = "naive Bayes (multinomial)"
     learning = combo.learning.phrase
     if combo.learning.name == "ensemble":
         learning = learning.replace("a second model", second)
@@ -234,8 +236,8 @@ def render(task_id: str, combo: Combo) -> tuple[str, str]:
         raise ValueError(f"No program templates for task {task_id!r}; known: "
                          f"{', '.join(TASK_INFO)}.")
     if info.modality == "span":
-        code, second = programs_span.render(combo)
-        return programs_span.APPROACH + plan_text(info, combo, second), code
+        code, model, second = programs_span.render(combo)
+        return programs_span.APPROACH + plan_text(info, combo, second, model), code
     data_imp, data_code = DATA_CODE[combo.data.name]
     m_imp, ctor, param, vals = _model_ctor(info, combo)
     metric_imp, pred_fn, score_fn = KIND_FUNCS[info.kind][:3]

@@ -2,14 +2,16 @@
 flattened Parameters section, then a classifier scores each word of the entry as "the
 description starts here"; the answer is the entry from the best-scored word on.
 
-Data ideas: the word's own shape, or its shape and its neighbours'. Model ideas: the same
-families as elsewhere (a binary classifier). Learning ideas: hold-out, early stopping,
-an average with a second model.
+Data ideas: the word's own shape, or its shape and its neighbours'. Model ideas: the
+task-generic programs' families, their paragraphs verbatim (a binary classifier; no SVM:
+thousands of candidate words). Learning ideas: hold-out, early stopping, an average with a
+second model.
 """
 
 from __future__ import annotations
 
 from mle_rl.warmstart.action_pool import Combo
+from mle_rl.warmstart.generic_code import FAMILIES
 
 # The plan's first paragraph; `programs.render` adds the ideas (`plan_text`).
 APPROACH = ("Approach: find the parameter's entry and score each word as the start of its "
@@ -71,41 +73,38 @@ def jaccard(a, b):
 
 '''
 
-CLASSIFIERS = {
-    "linear": ("from sklearn.linear_model import LogisticRegression\n",
-               "LogisticRegression(C=1.0, max_iter=2000)"),
-    "knn": ("from sklearn.neighbors import KNeighborsClassifier\n",
-            "KNeighborsClassifier(n_neighbors=25)"),
-    "naive_bayes": ("from sklearn.naive_bayes import GaussianNB\n", "GaussianNB()"),
-    "random_forest": ("from sklearn.ensemble import RandomForestClassifier\n",
-                      "RandomForestClassifier(n_estimators=100, min_samples_leaf=2, "
-                      "random_state=0)"),
-    "extra_trees": ("from sklearn.ensemble import ExtraTreesClassifier\n",
-                    "ExtraTreesClassifier(n_estimators=100, min_samples_leaf=2, random_state=0)"),
-    "hist_gb": ("from sklearn.ensemble import HistGradientBoostingClassifier\n",
-                "HistGradientBoostingClassifier(max_iter=100)"),
-    "mlp": ("from sklearn.neural_network import MLPClassifier\n",
-            "MLPClassifier(hidden_layer_sizes=(32,), max_iter=300, random_state=0)"),
+# The ensemble's second model: (import, constructor, the plan's phrase).
+SECOND = {
+    "linear": ("from sklearn.ensemble import ExtraTreesClassifier\n",
+               "ExtraTreesClassifier(n_estimators=100, min_samples_leaf=2, random_state=0)",
+               "extra trees"),
+    "other": ("from sklearn.linear_model import LogisticRegression\n",
+              "LogisticRegression(C=1.0, max_iter=2000)", "logistic regression"),
 }
+# The family's size and regularization (`generic_code.FAMILIES` reads them when `make` is
+# called): 100 trees, 100 boosting rounds, 32 hidden units, C = 1, leaves of 4 words.
+CAPACITY, REGULARIZATION = 2, 3
 
 
-def render(combo: Combo) -> tuple[str, str]:
-    """(code, second) of `combo` for the span task (blocks as in `programs`: each imports
-    what it uses at its top); `second` names the ensemble's second model for the plan."""
-    if combo.model.name not in CLASSIFIERS:
+def render(combo: Combo) -> tuple[str, str, str]:
+    """(code, model phrase, second) of `combo` for the span task. The model is the
+    task-generic programs' family paragraph (`generic_code.FAMILIES`: its comment, its
+    imports and `make`, the paragraph the corpus repeats on every table, text and picture
+    task), so the family is one decision whose import and constructor cannot disagree;
+    `second` names the ensemble's second model for the plan."""
+    if combo.model.name not in FAMILIES or combo.model.name == "svm":
         raise ValueError(f"The span skeleton has no {combo.model.name!r} model.")
-    imp, ctor = CLASSIFIERS[combo.model.name]
-    if combo.learning.name == "early_stopping":
-        ctor = ctor[:-1] + ", early_stopping=True)"
-    phrase = ""
+    phrase, family = FAMILIES[combo.model.name]
+    second = ""
     feats = CONTEXT if combo.data.name == "context" else SHAPE
-    fit = "model.fit(X_tr, y_tr)\np_va = model.predict_proba(X_va)[:, 1]\n"
+    build = "model = make(len(X_tr))\n"
+    if combo.learning.name == "early_stopping":
+        build += "model.set_params(early_stopping=True)\n"
+    fit = build + "model.fit(X_tr, y_tr)\np_va = model.predict_proba(X_va)[:, 1]\n"
     refit = "model.fit(X, y)\npred = model.predict_proba(X_test)[:, 1]\n"
     if combo.learning.name == "ensemble":
-        other = "extra_trees" if combo.model.name == "linear" else "linear"
-        phrase = "extra trees" if other == "extra_trees" else "logistic regression"
-        second_imp, second = CLASSIFIERS[other]
-        fit = (second_imp + f"models = [model, {second}]\n"
+        second_imp, second_ctor, second = SECOND.get(combo.model.name, SECOND["other"])
+        fit = (build + second_imp + f"models = [model, {second_ctor}]\n"
                "p_va = np.mean([m.fit(X_tr, y_tr).predict_proba(X_va)[:, 1] for m in models], "
                "axis=0)\n")
         refit = ("pred = np.mean([m.fit(X, y).predict_proba(X_test)[:, 1] for m in models], "
@@ -113,14 +112,16 @@ def render(combo: Combo) -> tuple[str, str]:
     elif combo.learning.name not in ("holdout", "early_stopping"):
         raise ValueError(f"The span skeleton has no {combo.learning.name!r} learning idea.")
     code = ("import re\nimport numpy as np\nimport pandas as pd\n\n"
-            'train = pd.read_csv("input/train.csv")\ntest = pd.read_csv("input/test.csv")\n\n'
-            + imp + f"model = {ctor}\n\n" + ENTRY + feats + TABLE +
-            "n_va = len(train) // 5\nvalid, fit_rows = train[:n_va], train[n_va:]\n"
-            "X_tr, y_tr, _ = table(fit_rows, True)\nX_va, _, g_va = table(valid, True)\n"
+            'train = pd.read_csv("input/train.csv")\ntest = pd.read_csv("input/test.csv")\n'
+            'kind = "proba"\n\n'
+            + family + "\n" + f"capacity = {CAPACITY}\n\nregularization = {REGULARIZATION}\n\n"
+            + ENTRY + feats + TABLE +
+            "n_va = len(train) // 5\nvalid, fitting = train[:n_va], train[n_va:]\n"
+            "X_tr, y_tr, _ = table(fitting, True)\nX_va, _, g_va = table(valid, True)\n"
             "X, y, _ = table(train, True)\nX_test, _, g_test = table(test, False)\n\n"
             + fit + "found = extract(valid, p_va, g_va)\n"
             "print(\"validation Jaccard:\", np.mean([jaccard(a, b) for a, b in "
             "zip(found, valid[\"selected_text\"])]))\n" + refit + "\n"
             'sub = pd.DataFrame({"id": test["id"], "selected_text": extract(test, pred, g_test)})\n'
             'sub.to_csv("submission.csv", index=False)\nprint("wrote", sub.shape)\n')
-    return code, phrase
+    return code, phrase, second
