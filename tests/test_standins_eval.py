@@ -78,6 +78,8 @@ def test_evaluate_on_a_stand_in_with_a_time_limit_and_the_report(data, tmp_path)
     text = md.read_text()
     assert "| before: valid, best |" in text
     assert f"| {row['valid']}/2, " in text and "(before: " in text
+    # the first report is kept below the second's marker
+    assert text.count("## Evaluation of") == 2 and text.count("| before: valid, best |") == 1
 
 
 def test_a_time_limit_that_is_not_positive_is_one_clear_error(data, tmp_path):

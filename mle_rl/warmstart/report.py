@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Sequence
 
 
@@ -54,7 +55,7 @@ def markdown(summary: dict, results: Sequence[dict], settings) -> str:
     out = ["# Warm start: the default CPU policy from nothing", "",
            "Produced by `launch/warm_start.sh` (`experiments/warm_start.py "
            "--flagfile=experiments/warm_start.flags`) on 2 shared CPU cores.", "",
-           "## Build", "",
+           f"## Build of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
            f"* total {total_minutes(summary):.1f} min: corpus execution {c['seconds']:.0f} s"
            f"{' (measured when the corpus was built; this run reused its cache)' if c.get('cached') else ''}"
            f", SFT {s['seconds']:.0f} s, the rest (tokenizer, compilation, saving) "
