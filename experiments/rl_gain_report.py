@@ -99,6 +99,10 @@ class Task:
         return a < b if self.lower else a > b
 
 
+def _yes_no(x) -> str:
+    return "— (one seed)" if x is None else ("yes" if x else "no")
+
+
 def best_at_k_table(t: Task) -> tuple[str, dict]:
     """Rows k: SFT and RL mean ± std over seeds; -> (markdown, findings)."""
     ks = t.ks()
@@ -116,10 +120,12 @@ def best_at_k_table(t: Task) -> tuple[str, dict]:
             found["ahead_every_k"] = False
             continue
         diff = b[0] - a[0]
-        clear = t.better(b[0], a[0]) and abs(diff) > max(a[1], b[1])
+        # a spread needs two seeds on each side: with one, "ahead by > 1 std" is not known
+        spread = min(len(sft), len(rl)) > 1
+        clear = (t.better(b[0], a[0]) and abs(diff) > max(a[1], b[1])) if spread else None
         if t.better(a[0], b[0]):
             found["ahead_every_k"] = False
-        lines.append(f"| {k} | {_ms(*a)} | {_ms(*b)} | {diff:+.4f} | {'yes' if clear else 'no'} |")
+        lines.append(f"| {k} | {_ms(*a)} | {_ms(*b)} | {diff:+.4f} | {_yes_no(clear)} |")
         found[f"clear@{k}"] = clear
     return "\n".join(lines), found
 
@@ -235,8 +241,8 @@ def build(out_dir: pathlib.Path, md: pathlib.Path) -> str:
         table, found = best_at_k_table(t)
         arrow = "↓" if t.lower else "↑"
         summary.append(f"| {t.id} | {t.metric} {arrow} | {'yes' if found['ahead_every_k'] else 'no'} "
-                       f"| {'yes' if found.get('clear@1') else 'no'} "
-                       f"| {'yes' if found.get('clear@32') else 'no'} |")
+                       f"| {_yes_no(found['clear@1']) if 'clear@1' in found else '—'} "
+                       f"| {_yes_no(found['clear@32']) if 'clear@32' in found else '—'} |")
         body += [f"## {t.id} ({t.metric} {arrow}; sample submission {base._fmt(t.baseline)})",
                  "", run_line(t), "", table, ""]
         png = best_at_k_figure(t, found, md.parent / f"{md.stem}_files" / f"{t.id}_best_at_k.png")

@@ -82,6 +82,19 @@ def test_report_numbers_are_the_estimator_over_seeds(runs, tmp_path):
     assert strip(again.read_text()) == strip(md)
 
 
+def test_one_seed_has_no_spread_and_the_report_says_so(runs, tmp_path):
+    """With one seed the std is not known: "ahead by > 1 std" is neither yes nor no."""
+    import shutil
+    out, _, _ = runs
+    shutil.rmtree(out / TASK / "seed1")
+    md_path = tmp_path / "one.md"
+    assert rl_gain_report.main([f"--out_dir={out}", f"--out={md_path}"]) == 0
+    md = md_path.read_text()
+    # (k = 32 is beyond these 4 samples: not measured)
+    assert f"| {TASK} | multiclass_log_loss ↓ | yes | — (one seed) | — |" in md
+    assert "| 1 | " in md and md.count("| — (one seed) |") >= 3
+
+
 def test_report_refuses_a_missing_dir(tmp_path):
     assert rl_gain_report.main([f"--out_dir={tmp_path / 'none'}"]) == 2
 
