@@ -230,8 +230,11 @@ def build(out_dir: pathlib.Path, md: pathlib.Path) -> str:
     meta = base._json(out_dir / "rl_gain.json") or {}
     tasks = [Task(d) for d in sorted(out_dir.iterdir()) if d.is_dir() and any(d.glob("seed*"))]
     head = ["# RL's gain over the SFT policy: best@k at every k, and at equal compute", "",
-            "Produced by `launch/rl_gain.sh` (" + ", ".join(f"{k}={v}" for k, v in meta.items())
-            + "). best@k: the unbiased estimate of the expected best of k programs from the "
+            "Produced by `launch/rl_gain.sh` (" + ", ".join(
+                f"{k}={v}" for k, v in meta.items() if k not in ("tasks", "seeds"))
+            + "; the last invocation's settings). Runs on disk: " + "; ".join(
+                f"{t.id} seeds {', '.join(map(str, t.seeds))}" for t in tasks)
+            + ". best@k: the unbiased estimate of the expected best of k programs from the "
             "N i.i.d. solve samples of each policy (temperature 0.7); an invalid program "
             "counts as the sample submission. Mean ± std (sample std) over seeds.", ""]
     summary = ["| task | metric | RL ≥ SFT at every k | best@1 ahead by > 1 std "

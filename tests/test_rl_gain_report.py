@@ -63,6 +63,8 @@ def test_report_numbers_are_the_estimator_over_seeds(runs, tmp_path):
         r = [bak.best_at_k(rl[i], [k], is_lower_better=True, floor=-1.5)[k] for i in (0, 1)]
         cell = lambda xs: "{:.4f} ± {:.4f}".format(*rl_gain_report.mean_std(xs))  # noqa: E731
         assert f"| {k} | {cell(s)} | {cell(r)} |" in md
+    # the header names the runs on disk, not the last invocation's SEEDS
+    assert f"Runs on disk: {TASK} seeds 0, 1." in md and "seeds=0 1" not in md
     # RL's curve is below (better than) SFT's at every k: the summary says so
     assert f"| {TASK} | multiclass_log_loss ↓ | yes |" in md
     # equal compute: E = 2, N = 4 -> SFT best@6 from all 10 SFT samples (8 + pool of 2)
@@ -93,6 +95,7 @@ def test_one_seed_has_no_spread_and_the_report_says_so(runs, tmp_path):
     # (k = 32 is beyond these 4 samples: not measured)
     assert f"| {TASK} | multiclass_log_loss ↓ | yes | — (one seed) | — |" in md
     assert "| 1 | " in md and md.count("| — (one seed) |") >= 3
+    assert f"Runs on disk: {TASK} seeds 0." in md
 
 
 def test_report_refuses_a_missing_dir(tmp_path):
