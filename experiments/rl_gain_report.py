@@ -216,6 +216,47 @@ def families(t: Task) -> str:
     return "\n".join(out)
 
 
+def _by_family(evs: dict) -> dict:
+    """family -> solve scores (None = invalid), pooled over the seeds whose evaluation
+    recorded each sample's family (evaluate.py's `sample_families`)."""
+    out: dict = {}
+    for ev in evs.values():
+        if not ev or not ev.get("sample_families"):
+            continue
+        for fam, score, mode in zip(ev["sample_families"], ev["scores"], ev["modes"]):
+            if mode == "solve":
+                out.setdefault(fam or "none", []).append(score)
+    return out
+
+
+def family_eval_table(t: Task) -> str:
+    """Which families the SFT and the RL policy sample at evaluation, and how good each
+    family's programs are: where RL thins the tail, the family that held the SFT policy's
+    best programs is the one whose share fell."""
+    sft, rl = _by_family(t.sft), _by_family(t.rl)
+    if not sft or not rl:
+        return ""
+    n_s, n_r = sum(map(len, sft.values())), sum(map(len, rl.values()))
+
+    def cells(xs: list, n: int) -> str:
+        valid = [x for x in xs if x is not None]
+        if not xs:
+            return "0% | — | —"
+        best = (min if t.lower else max)(valid) if valid else None
+        mean = sum(valid) / len(valid) if valid else None
+        return f"{100 * len(xs) / n:.0f}% | {base._fmt(best)} | {base._fmt(mean)}"
+
+    fams = sorted(set(sft) | set(rl), key=lambda f: -len(sft.get(f, [])) - len(rl.get(f, [])))
+    seeds = sorted(s for s in t.seeds if (t.sft[s] or {}).get("sample_families"))
+    lines = [f"Families at evaluation (solve samples pooled over seeds {', '.join(map(str, seeds))}"
+             f"; best and mean of the valid programs, {t.metric}):", "",
+             "| family | SFT share | SFT best | SFT mean | RL share | RL best | RL mean |",
+             "|---|---|---|---|---|---|---|"]
+    for f in fams:
+        lines.append(f"| {f} | {cells(sft.get(f, []), n_s)} | {cells(rl.get(f, []), n_r)} |")
+    return "\n".join(lines)
+
+
 def run_line(t: Task) -> str:
     parts = []
     for s in t.seeds:
@@ -262,6 +303,9 @@ def build(out_dir: pathlib.Path, md: pathlib.Path) -> str:
             body += ["Start and end of each RL run (means over the first and the last fifth "
                      "of its updates):", "", start_end, ""]
         body += [families(t), ""]
+        fam_eval = family_eval_table(t)
+        if fam_eval:
+            body += [fam_eval, ""]
     return "\n".join(head + ["## Summary", ""] + summary + [""] + body)
 
 

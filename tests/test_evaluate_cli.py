@@ -30,6 +30,9 @@ def test_evaluate_random_policy_writes_table(tmp_path):
     row = got["tabular-synth"]
     assert row["n"] == 2 and 0 <= row["valid"] <= 2 and row["metric"] == "auc"
     assert sum(row["families"].values()) == 2
+    # each sample's family, in the samples' order: the counts are theirs
+    assert len(row["sample_families"]) == 2
+    assert {f: row["sample_families"].count(f) for f in row["sample_families"]} == row["families"]
     table = out.with_suffix(".md").read_text()
     assert "| tabular-synth | auc" in table
     # every sample's score is kept; best@k over the solve samples (sample submission 0.5 as

@@ -120,3 +120,34 @@ def test_rl_gain_dry_run_plans_every_step(tmp_path):
     bad = subprocess.run(["bash", str(ROOT / "launch" / "rl_gain.sh"), "--now"], cwd=ROOT,
                          env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--dry-run" in bad.stderr
+
+
+def test_families_at_evaluation_show_where_the_tail_went(runs, tmp_path):
+    """With each sample's family recorded, the report shows each family's share, best and
+    mean for SFT and RL, pooled over seeds (invalid programs count in the share only)."""
+    out, _, _ = runs
+    fams = {"sft": {0: ["svm", "linear", "linear", "knn"], 1: ["svm", "knn", "linear", "svm"]},
+            "rl_eval": {0: ["knn"] * 4, 1: ["knn", "knn", "svm", "knn"]}}
+    for name, by_seed in fams.items():
+        for s, f in by_seed.items():
+            p = out / TASK / f"seed{s}" / f"{name}.json"
+            ev = json.loads(p.read_text())
+            ev[TASK]["sample_families"] = f
+            p.write_text(json.dumps(ev))
+    md_path = tmp_path / "fam.md"
+    assert rl_gain_report.main([f"--out_dir={out}", f"--out={md_path}"]) == 0
+    md = md_path.read_text()
+    assert "Families at evaluation (solve samples pooled over seeds 0, 1" in md
+    # SFT svm: 0.9 (seed 0), 0.6 and 0.9 (seed 1) -> 3 of 8, best 0.6, mean 0.8;
+    # RL: svm only seed 1's invalid program -> 1 of 8, no valid one
+    assert "| svm | 38% | 0.6000 | 0.8000 | 12% | — | — |" in md
+    # RL knn: 0.6 0.65 0.7 0.6 0.55 0.6 0.62 -> 7 of 8, best 0.55
+    assert "| knn | 25% | 0.8000 | 1.3500 | 88% | 0.5500 | 0.6171 |" in md
+    assert "| linear | 38% | 0.7000 | 0.7500 | 0% | — | — |" in md
+
+
+def test_no_family_table_without_recorded_families(runs, tmp_path):
+    out, _, _ = runs
+    md_path = tmp_path / "plain.md"
+    assert rl_gain_report.main([f"--out_dir={out}", f"--out={md_path}"]) == 0
+    assert "Families at evaluation" not in md_path.read_text()

@@ -99,10 +99,12 @@ def _run_round(pool: ActorPool, model, tokenizer, task, texts, modes, prevs, *, 
             r = done.result
             result.n += 1
             result.rewards.append(r.reward)
-            result.families[families.primary_family(r.code)] += 1
+            family = families.primary_family(r.code)
+            result.families[family] += 1
             result.statuses[r.status] += 1
             graded = r.status == "ok" and r.score is not None
             result.samples.append({"mode": modes[done.request.request_id - start_id],
+                                   "family": family,
                                    "score": float(r.score) if graded else None,
                                    "status": r.status, "duration_s": round(r.duration_s, 3)})
             if r.status != "ok" and len(result.failures) < 3:
@@ -253,5 +255,6 @@ def results_to_json(results: dict) -> dict:
                   "n_solve": len(r.solve_scores()),
                   "scores": [x["score"] for x in r.samples],
                   "modes": [x["mode"] for x in r.samples],
+                  "sample_families": [x.get("family") for x in r.samples],
                   "durations_s": [x["duration_s"] for x in r.samples]}
             for tid, r in results.items()}
