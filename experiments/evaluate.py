@@ -66,6 +66,7 @@ def main(argv):
     from mle_rl.agent.components import load_policy
     from mle_rl.warmstart.states import trained_prompt_budgets
     from mle_rl.env import tasks as env_tasks
+    from mle_rl.models import hf
     from mle_rl.models.hf import CheckpointError
     try:
         config.require_sandbox(FLAGS.sandbox)  # no isolation: refuse before anything runs
@@ -113,8 +114,11 @@ def main(argv):
         os.makedirs(os.path.dirname(FLAGS.out) or ".", exist_ok=True)
         with open(FLAGS.out + ".md", "w") as f:
             f.write(table + "\n")
+        rows = evaluation.results_to_json(results)
+        for row in rows.values():      # which policy this was (a rebuild is another one)
+            row["policy"] = {"dir": str(FLAGS.policy_dir), "fingerprint": hf.fingerprint(model)}
         with open(FLAGS.out + ".json", "w") as f:
-            json.dump(evaluation.results_to_json(results), f, indent=2)
+            json.dump(rows, f, indent=2)
     if FLAGS.plot:
         plot_curves(results, FLAGS.plot, FLAGS.compare, FLAGS.label)
     return 0

@@ -262,8 +262,10 @@ def run_line(t: Task) -> str:
     for s in t.seeds:
         summ = t.summary[s]
         if summ:
+            fp = ((t.sft[s] or {}).get("policy") or {}).get("fingerprint")
             parts.append(f"seed {s}: {summ['updates']} updates in {summ['wall_s'] / 60:.1f} min, "
-                         f"{summ.get('programs_per_hour', '—')} programs/h")
+                         f"{summ.get('programs_per_hour', '—')} programs/h"
+                         + (f", SFT policy {fp}" if fp else ""))
     return "; ".join(parts)
 
 

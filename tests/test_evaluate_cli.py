@@ -30,6 +30,8 @@ def test_evaluate_random_policy_writes_table(tmp_path):
     row = got["tabular-synth"]
     assert row["n"] == 2 and 0 <= row["valid"] <= 2 and row["metric"] == "auc"
     assert sum(row["families"].values()) == 2
+    # which policy it was: the random one, named by its parameters
+    assert row["policy"]["dir"] == "random" and len(row["policy"]["fingerprint"]) == 12
     # each sample's family, in the samples' order: the counts are theirs
     assert len(row["sample_families"]) == 2
     assert {f: row["sample_families"].count(f) for f in row["sample_families"]} == row["families"]

@@ -241,3 +241,20 @@ def test_real_qwen2p5_0p5b_config_matches_transformers_and_round_trips(tmp_path)
     np.testing.assert_allclose(hf_logits(back, tokens, attention_mask=mask,
                                          position_ids=positions)[valid], want[valid],
                                atol=1e-5, rtol=0)
+
+
+def test_fingerprint_names_the_parameters(hf_pair, tmp_path):
+    """Saved and loaded again: the same fingerprint. One value moved, or another dtype:
+    another one."""
+    import jax
+    from flax import nnx
+    _, path = hf_pair
+    ours = hf.load(path, dtype=jnp.float32)
+    fp = hf.fingerprint(ours)
+    assert hf.fingerprint(hf.load(hf.save(ours, tmp_path / "again"), dtype=jnp.float32)) == fp
+    assert hf.fingerprint(hf.load(path, dtype=jnp.bfloat16)) != fp
+    params = nnx.state(ours, nnx.Param)
+    first = jax.tree.leaves(params)[0]
+    nnx.update(ours, jax.tree.map(lambda x: x.at[(0,) * x.ndim].add(1.0) if x is first else x,
+                                  params))
+    assert hf.fingerprint(ours) != fp

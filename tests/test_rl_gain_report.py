@@ -133,6 +133,7 @@ def test_families_at_evaluation_show_where_the_tail_went(runs, tmp_path):
             p = out / TASK / f"seed{s}" / f"{name}.json"
             ev = json.loads(p.read_text())
             ev[TASK]["sample_families"] = f
+            ev[TASK]["policy"] = {"dir": "default", "fingerprint": f"build{s}"}
             p.write_text(json.dumps(ev))
     md_path = tmp_path / "fam.md"
     assert rl_gain_report.main([f"--out_dir={out}", f"--out={md_path}"]) == 0
@@ -144,6 +145,8 @@ def test_families_at_evaluation_show_where_the_tail_went(runs, tmp_path):
     # RL knn: 0.6 0.65 0.7 0.6 0.55 0.6 0.62 -> 7 of 8, best 0.55
     assert "| knn | 25% | 0.8000 | 1.3500 | 88% | 0.5500 | 0.6171 |" in md
     assert "| linear | 38% | 0.7000 | 0.7500 | 0% | — | — |" in md
+    # each seed names the SFT policy it started from (a rebuild is another policy)
+    assert "programs/h, SFT policy build0; seed 1:" in md and "SFT policy build1" in md
 
 
 def test_no_family_table_without_recorded_families(runs, tmp_path):

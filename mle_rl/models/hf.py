@@ -218,6 +218,21 @@ def save(model: Qwen2, path: str | os.PathLike, *, tokenizer=None,
     return path
 
 
+def fingerprint(model: Qwen2, per_leaf: int = 4096) -> str:
+    """A short hash that tells two policies apart: over every parameter's name, shape, dtype
+    and first `per_leaf` values, as loaded (so it is cheap for a 7B model, and a bfloat16
+    load of a float32 checkpoint is a different policy). Two builds or RL runs that differ
+    anywhere differ in every leaf's leading values after a few updates."""
+    import hashlib
+    h = hashlib.sha256()
+    flat = sorted(nnx.to_flat_state(nnx.state(model, nnx.Param)), key=lambda kv: str(kv[0]))
+    for path, var in flat:
+        x = var.value if hasattr(var, "value") else var
+        h.update(f"{path}{tuple(x.shape)}{x.dtype}".encode())
+        h.update(np.asarray(jnp.ravel(x)[:per_leaf]).astype(np.float32).tobytes())
+    return h.hexdigest()[:12]
+
+
 def load_tokenizer(path: str | os.PathLike):
     """The tokenizer saved beside a checkpoint (transformers.AutoTokenizer)."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
