@@ -73,7 +73,7 @@ def test_lr_schedule_warms_up_and_decays():
     assert sft.lr_at(steps, 0, 0.9) == 0.25
     assert abs(sft.lr_at(steps, 50, 0.0) - 0.55) < 1e-9           # half-way: (1 + 0.1) / 2
     assert abs(sft.lr_at(steps, 100, 0.0) - 0.1) < 1e-9
-    assert abs(sft.lr_at(steps, 10, 1.0) - 0.1) < 1e-9            # the time guard ran out
+    assert sft.lr_at(steps, 10, 0.9) == sft.lr_at(steps, 10, 0.0)  # the clock plays no part
 
 
 def test_training_stops_at_max_steps_whatever_the_time_budget():
@@ -86,3 +86,28 @@ def test_training_stops_at_max_steps_whatever_the_time_budget():
     hist = sft.train(qwen2.init_model(_small(), seed=0), _rows(8), [], guard, pad_id=0,
                      log=lambda *a: None)
     assert hist["step"][-1] == 1 and hist["stopped_by"] == "time guard"
+
+
+def test_the_same_build_makes_the_same_policy_however_slow_the_clock(monkeypatch):
+    """With max_steps set, the clock (compile times, a slow machine) never moves the
+    learning rate: a run whose clock races (each reading 40 s later, still inside the time
+    guard) ends with the very same parameters."""
+    cfg = sft.SFTConfig(lr=1e-2, warmup_steps=2, max_epochs=100, max_steps=6,
+                        time_budget_s=1000, tokens_per_batch=96, buckets=(16,), eval_every=1000)
+
+    def params_after(clock):
+        if clock is not None:
+            monkeypatch.setattr(sft.time, "time", clock)
+        model = qwen2.init_model(_small(), seed=0)
+        hist = sft.train(model, _rows(8), [], cfg, pad_id=0, log=lambda *a: None)
+        monkeypatch.undo()
+        assert hist["step"][-1] == 6 and hist["stopped_by"] == "steps"
+        return hist, jax.tree.leaves(nnx.state(model, nnx.Param))
+
+    h1, p1 = params_after(None)
+    ticks = iter(range(0, 10 ** 6, 40))
+    h2, p2 = params_after(lambda: float(next(ticks)))
+    assert h2["seconds"][-1] > 0.2 * cfg.time_budget_s        # the racing clock did race
+    assert h1["train_loss"] == h2["train_loss"]
+    for a, b in zip(p1, p2):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

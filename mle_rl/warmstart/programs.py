@@ -11,7 +11,8 @@ choice of one block per slot is a valid program, and a small policy learns the c
 "one block per slot" rather than as long-range agreements between a header of imports and
 code far below. The plan names the three ideas, a paragraph each, in the order of the code.
 The span task (docstring parameter spans) has its own skeleton (`programs_span.py`): a
-per-word "description starts here" classifier; its plan is written here, as every plan.
+per-word "description starts here" classifier whose model block is a task-generic family
+paragraph verbatim (`generic_code.FAMILIES`); its plan is written here, as every plan.
 """
 
 from __future__ import annotations

@@ -6,11 +6,12 @@ computed with `losses.chunked_token_logprobs`, so `[B, T, V]` logits never exist
 update is one jitted function of pure-dict parameters and the optimizer state, both donated;
 batches are sharded over the mesh's data axis. Training runs `max_steps` steps with a
 cosine learning rate over them (warmup, then decay to 10%), so the same build makes the
-same policy on any machine, fast or slow; `time_budget_s` is only a guard (a machine so slow
-that it would run past it stops there, with the cosine then following the time used, and
-says so in the history's `stopped_by`). With `max_steps=None` the cosine follows the time
-budget instead (a build that ends on time whatever the machine's speed, and whose policy
-depends on it). Training also stops after `max_epochs`.
+same policy on any machine, fast or slow: the clock never moves the learning rate.
+`time_budget_s` is only a guard (a machine so slow that it would run past it stops there, at
+the learning rate its steps had reached, and says so in the history's `stopped_by`). With
+`max_steps=None` the cosine follows the time budget instead (a build that ends on time
+whatever the machine's speed, and whose policy depends on it). Training also stops after
+`max_epochs`.
 """
 
 from __future__ import annotations
@@ -86,10 +87,12 @@ def eval_step(params, batch, *, graphdef, chunk_size):
 
 def lr_at(cfg: SFTConfig, step: int, frac_time: float) -> float:
     """Linear warmup over `warmup_steps`, then a cosine from `lr` to `lr / 10` over the
-    steps (`max_steps`), or over the time budget (`max_steps=None`), whichever ends first."""
+    steps (`max_steps`; `frac_time` is then ignored, so the schedule, and the policy, do not
+    depend on the machine's speed or on compile times), or over the time budget
+    (`max_steps=None`)."""
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
-    frac = frac_time if cfg.max_steps is None else max(step / cfg.max_steps, frac_time)
+    frac = frac_time if cfg.max_steps is None else step / cfg.max_steps
     c = 0.5 * (1 + math.cos(math.pi * min(frac, 1.0)))
     return cfg.lr * (0.1 + 0.9 * c)
 
