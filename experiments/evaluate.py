@@ -115,8 +115,9 @@ def main(argv):
         with open(FLAGS.out + ".md", "w") as f:
             f.write(table + "\n")
         rows = evaluation.results_to_json(results)
+        policy = {"dir": str(FLAGS.policy_dir), "fingerprint": hf.fingerprint(model)}
         for row in rows.values():      # which policy this was (a rebuild is another one)
-            row["policy"] = {"dir": str(FLAGS.policy_dir), "fingerprint": hf.fingerprint(model)}
+            row["policy"] = dict(policy)
         with open(FLAGS.out + ".json", "w") as f:
             json.dump(rows, f, indent=2)
     if FLAGS.plot:

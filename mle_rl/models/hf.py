@@ -221,8 +221,9 @@ def save(model: Qwen2, path: str | os.PathLike, *, tokenizer=None,
 def fingerprint(model: Qwen2, per_leaf: int = 4096) -> str:
     """A short hash that tells two policies apart: over every parameter's name, shape, dtype
     and first `per_leaf` values, as loaded (so it is cheap for a 7B model, and a bfloat16
-    load of a float32 checkpoint is a different policy). Two builds or RL runs that differ
-    anywhere differ in every leaf's leading values after a few updates."""
+    load of a float32 checkpoint is a different policy). Two trainings that diverge differ
+    in nearly every leaf's leading values within a few updates; a change confined to values
+    past the first `per_leaf` of every leaf would go unseen."""
     import hashlib
     h = hashlib.sha256()
     flat = sorted(nnx.to_flat_state(nnx.state(model, nnx.Param)), key=lambda kv: str(kv[0]))
