@@ -117,7 +117,7 @@ def main(argv):
         rows = evaluation.results_to_json(results)
         policy = {"dir": str(FLAGS.policy_dir), "fingerprint": hf.fingerprint(model)}
         for row in rows.values():      # which policy this was (a rebuild is another one)
-            row["policy"] = dict(policy)
+            row["policy"] = policy
         with open(FLAGS.out + ".json", "w") as f:
             json.dump(rows, f, indent=2)
     if FLAGS.plot:

@@ -8,6 +8,7 @@ that `transformers.AutoModelForCausalLM.from_pretrained` loads.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import pathlib
@@ -224,7 +225,6 @@ def fingerprint(model: Qwen2, per_leaf: int = 4096) -> str:
     load of a float32 checkpoint is a different policy). Two trainings that diverge differ
     in nearly every leaf's leading values within a few updates; a change confined to values
     past the first `per_leaf` of every leaf would go unseen."""
-    import hashlib
     h = hashlib.sha256()
     flat = sorted(nnx.to_flat_state(nnx.state(model, nnx.Param)), key=lambda kv: str(kv[0]))
     for path, var in flat:
