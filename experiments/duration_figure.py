@@ -7,7 +7,9 @@ with and without duration weights.
 Reads OUT/<variant>/seed<k>/run/metrics.jsonl (launch/ablations.sh) for each variant and
 plots, per update (smoothed, band = min..max over seeds): the share of the batch's programs
 from the fast families (linear, naive Bayes / Bayesian ridge, k-NN), the mean action time,
-and the mean score of the valid programs. Prints the same as a table of thirds of training.
+the mean score of the valid programs, and the share of the families named by --best (the
+task's best ones: gradient boosting on tabular-synth and duration-synth). Prints the same as
+a table of thirds of training.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from mle_rl.io import curves  # noqa: E402
 FAST = ("linear", "naive_bayes", "knn")
 
 
-def series(out_dir: pathlib.Path, variant: str) -> dict:
+def series(out_dir: pathlib.Path, variant: str, best=("gradient_boosting",)) -> dict:
     """{quantity: [per-seed series]} for one variant."""
-    out = {"fast": [], "time": [], "score": []}
+    out = {"fast": [], "time": [], "score": [], "best": []}
     for sd in sorted((out_dir / variant).glob("seed*")):
         rows = base._metrics(sd / "run")
         if not rows:
@@ -37,6 +39,7 @@ def series(out_dir: pathlib.Path, variant: str) -> dict:
         out["fast"].append([sum(r.get(f"family/{f}", 0.0) for f in FAST) for r in rows])
         out["time"].append([r.get("duration_mean_s", math.nan) for r in rows])
         out["score"].append([r.get("score_mean_valid", math.nan) for r in rows])
+        out["best"].append([sum(r.get(f"family/{f}", 0.0) for f in best) for r in rows])
     return out
 
 
@@ -56,22 +59,27 @@ def main(argv=None) -> int:
     p.add_argument("--out_dir", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--variants", default="full,no_duration_weights")
+    p.add_argument("--best", default="gradient_boosting",
+                   help="comma-separated families whose share is shown as the last panel")
     a = p.parse_args(argv)
     out_dir = pathlib.Path(a.out_dir)
-    data = {v: series(out_dir, v) for v in a.variants.split(",")}
+    best = tuple(a.best.split(","))
+    data = {v: series(out_dir, v, best) for v in a.variants.split(",")}
     data = {v: d for v, d in data.items() if d["fast"]}
     if not data:
         print(f"error: no runs under {out_dir}/<variant>/seed*/run", file=sys.stderr)
         return 2
     panels = {"share of linear, NB, k-NN programs": {v: d["fast"] for v, d in data.items()},
               "mean action time (s)": {v: d["time"] for v, d in data.items()},
-              "mean score of valid programs": {v: d["score"] for v, d in data.items()}}
+              "mean score of valid programs": {v: d["score"] for v, d in data.items()},
+              f"share of {', '.join(best)} programs": {v: d["best"] for v, d in data.items()}}
     png = curves.plot_training_bands(panels, a.out, title=f"{out_dir.name}: with and without "
                                      "duration weights")
     print("| variant | seeds | fast-family share (thirds) | action s (thirds) | valid score "
-          "(thirds) |\n|---|---|---|---|---|")
+          f"(thirds) | {', '.join(best)} share (thirds) |\n|---|---|---|---|---|---|")
     for v, d in data.items():
-        cells = [" → ".join(f"{x:.2f}" for x in thirds(d[q])) for q in ("fast", "time", "score")]
+        cells = [" → ".join(f"{x:.2f}" for x in thirds(d[q]))
+                 for q in ("fast", "time", "score", "best")]
         print(f"| {v} | {len(d['fast'])} | " + " | ".join(cells) + " |")
     print(f"figure: {png}")
     return 0

@@ -26,10 +26,13 @@ def test_duration_figure_thirds_and_png(tmp_path, capsys):
         _metrics(out / "no_duration_weights" / f"seed{s}" / "run",
                  [0.5, 0.6, 0.7, 0.8, 0.9, 1.0], [6, 5, 4, 3, 2, 1])
     png = tmp_path / "fig.png"
-    assert duration_figure.main([f"--out_dir={out}", f"--out={png}"]) == 0
+    assert duration_figure.main([f"--out_dir={out}", f"--out={png}", "--best=mlp"]) == 0
     text = capsys.readouterr().out
     assert "| full | 2 | 0.45 → 0.25 → 0.05 | 1.50 → 3.50 → 5.50 |" in text
     assert "| no_duration_weights | 2 | 0.55 → 0.75 → 0.95 |" in text
+    assert "| full | 2 | 0.45 → 0.25 → 0.05 | 1.50 → 3.50 → 5.50 | 0.80 → 0.80 → 0.80 | " \
+           "0.55 → 0.75 → 0.95 |" in text                       # --best=mlp: 1 - linear
+    assert "mlp share (thirds)" in text
     assert png.is_file() and png.stat().st_size > 1000
     assert duration_figure.main([f"--out_dir={tmp_path / 'none'}", f"--out={png}"]) == 2
 

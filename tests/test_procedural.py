@@ -10,7 +10,7 @@ import random
 import pytest
 
 from mle_rl.env import action, graders, tasks, user_tasks
-from mle_rl.env.procedural import generate, heldout, sources, wording
+from mle_rl.env.procedural import generate, heldout, slow_wins, sources, wording
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +87,27 @@ def test_held_out_tasks(tmp_path, cache):
         report = graders.grade_submission(task, task.public_dir / "sample_submission.csv")
         assert report["valid_submission"], report
         assert "generated" not in task.description.lower()
+
+
+def test_duration_task_is_a_smaller_draw_of_tabular_synth(tmp_path, cache):
+    import pandas as pd
+
+    assert slow_wins.write(tmp_path) == slow_wins.TASK_ID
+    task = tasks.get_task(slow_wins.TASK_ID, task_dir=str(tmp_path), cache_dir=cache)
+    train = pd.read_csv(task.public_dir / "train.csv")
+    test = pd.read_csv(task.public_dir / "test.csv")
+    assert len(train) + len(test) == slow_wins.N_ROWS and "target" not in test
+    assert 0.4 < train["target"].mean() < 0.6            # the median split of the generator
+    assert f"{len(train)} runs with the target" in task.description
+    assert graders.grade_submission(task, task.public_dir / "sample_submission.csv")[
+        "valid_submission"]
+    answers = pd.read_csv(tmp_path / slow_wins.TASK_ID / "prepared/private/answers.csv")
+    perfect = tmp_path / "perfect.csv"
+    answers.to_csv(perfect, index=False)
+    assert graders.grade_submission(task, perfect)["score"] == pytest.approx(1.0)
+    first = _digest(tmp_path / slow_wins.TASK_ID)
+    slow_wins.write(tmp_path)                              # rewritten: the same files
+    assert _digest(tmp_path / slow_wins.TASK_ID) == first
 
 
 def test_pages_are_worded_differently():

@@ -69,13 +69,11 @@ def make_frame(n: int = N_ROWS, seed: int = SEED) -> pd.DataFrame:
     return df
 
 
-def build(root: pathlib.Path) -> None:
-    df = make_frame()
-    tr, te = writer.split_ids(len(df), TEST_FRAC, SEED)
-    train, test_full = df.iloc[tr], df.iloc[te]
-    answers = test_full[["id", "target"]]
-    sample = answers.assign(target=0.5)
-    desc = writer.describe(
+def description(train: pd.DataFrame, test: pd.DataFrame, sample: pd.DataFrame,
+                seed: int = SEED) -> str:
+    """The task page of a split of `make_frame(n, seed)` (tabular-synth's and its smaller
+    variants')."""
+    return writer.describe(
         title="Tabular Synth: Simulated Manufacturing Control Data",
         overview="The data simulates measurements from a manufacturing control process. Each "
                  "row is one run, described by continuous sensor readings, integer event "
@@ -83,9 +81,9 @@ def build(root: pathlib.Path) -> None:
                  "target says whether the run reached state 1. The features interact: how one "
                  "reading matters can depend on another, and the letters of the process code "
                  "carry signal. The data is synthetic and fixed (generated with seed "
-                 f"{SEED}).",
+                 f"{seed}).",
         files={"train.csv": f"{len(train)} runs with the target.",
-               "test.csv": f"{len(test_full)} runs without it.",
+               "test.csv": f"{len(test)} runs without it.",
                "sample_submission.csv": "a valid submission predicting 0.5 everywhere."},
         columns={"id": "row identifier",
                  "f_00..f_06, f_19..f_26, f_28": "continuous readings",
@@ -96,9 +94,20 @@ def build(root: pathlib.Path) -> None:
         metric="auc",
         submission_text="Predict a probability in [0, 1] that `target` is 1.",
         sample_submission=sample)
-    writer.write_task(root, description=desc, train=train,
-                      test=test_full.drop(columns="target"), answers=answers,
-                      sample_submission=sample)
+
+
+def split(df: pd.DataFrame, seed: int = SEED):
+    """(train, test without the target, answers, sample submission) of a frame."""
+    tr, te = writer.split_ids(len(df), TEST_FRAC, seed)
+    train, test_full = df.iloc[tr], df.iloc[te]
+    answers = test_full[["id", "target"]]
+    return train, test_full.drop(columns="target"), answers, answers.assign(target=0.5)
+
+
+def build(root: pathlib.Path) -> None:
+    train, test, answers, sample = split(make_frame())
+    writer.write_task(root, description=description(train, test, sample), train=train,
+                      test=test, answers=answers, sample_submission=sample)
 
 
 SPECS = (
