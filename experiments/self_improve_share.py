@@ -25,12 +25,20 @@ def best(scores, modes, mode, lower):
     return min(vals) if lower else max(vals)
 
 
+def labels(paths) -> list:
+    """Each file's stem, or, where stems repeat (launch/ablations.sh's OUT/<variant>/seed<k>/
+    eval.json), its two parent folders: "full/seed0"."""
+    stems = [pathlib.Path(p).stem for p in paths]
+    return [st if stems.count(st) == 1 else "/".join(pathlib.Path(p).parts[-3:-1])
+            for p, st in zip(paths, stems)]
+
+
 def main(argv) -> int:
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2
     rows, wins, total = [], 0, 0
-    for path in argv:
+    for path, label in zip(argv, labels(argv)):
         data = json.loads(pathlib.Path(path).read_text())
         for tid, r in data.items():
             lower = r["is_lower_better"]
@@ -43,7 +51,7 @@ def main(argv) -> int:
                 total += 1
                 wins += int(won)
             fmt = lambda x: "—" if x is None else f"{x:.4f}"   # noqa: E731
-            rows.append(f"| {pathlib.Path(path).stem} | {tid} | {r['metric']} "
+            rows.append(f"| {label} | {tid} | {r['metric']} "
                         f"{'↓' if lower else '↑'} | {fmt(s)} ({n_s}) | {fmt(i)} ({n_i}) | "
                         f"{'—' if won is None else 'improve' if won else 'solve'} |")
     print("| run | task | metric | best of solve (n) | best of improve (n) | better |")

@@ -49,3 +49,18 @@ def test_self_improve_share_counts_strict_wins(tmp_path, capsys):
     assert "| sft | t1 | auc ↑ | 0.8000 (2) | 0.8500 (2) | improve |" in out
     assert "| sft | t2 | rmse ↓ | 2.0000 (2) | 2.0000 (2) | solve |" in out    # a tie: no win
     assert "on 1 of 2 (task, policy) pairs" in out
+
+
+def test_self_improve_share_names_repeated_stems_by_their_folders(tmp_path, capsys):
+    ev = {"t": {"metric": "auc", "is_lower_better": False, "scores": [0.8, 0.9],
+                "modes": ["solve", "improve"]}}
+    paths = []
+    for v in ("full", "no_duration_weights"):
+        f = tmp_path / v / "seed0" / "eval.json"
+        f.parent.mkdir(parents=True)
+        f.write_text(json.dumps(ev))
+        paths.append(str(f))
+    assert self_improve_share.main(paths) == 0
+    out = capsys.readouterr().out
+    assert "| full/seed0 | t | auc ↑ | 0.8000 (1) | 0.9000 (1) | improve |" in out
+    assert "| no_duration_weights/seed0 | t |" in out
