@@ -29,6 +29,11 @@ from mle_rl.io import curves  # noqa: E402
 FAST = ("linear", "naive_bayes", "knn")
 
 
+def share(row: dict, families) -> float:
+    """The share of a batch's programs (one metrics row) from these families."""
+    return sum(row.get(f"family/{f}", 0.0) for f in families)
+
+
 def series(out_dir: pathlib.Path, variant: str, best=("gradient_boosting",)) -> dict:
     """{quantity: [per-seed series]} for one variant."""
     out = {"fast": [], "time": [], "score": [], "best": []}
@@ -36,10 +41,10 @@ def series(out_dir: pathlib.Path, variant: str, best=("gradient_boosting",)) -> 
         rows = base._metrics(sd / "run")
         if not rows:
             continue
-        out["fast"].append([sum(r.get(f"family/{f}", 0.0) for f in FAST) for r in rows])
+        out["fast"].append([share(r, FAST) for r in rows])
         out["time"].append([r.get("duration_mean_s", math.nan) for r in rows])
         out["score"].append([r.get("score_mean_valid", math.nan) for r in rows])
-        out["best"].append([sum(r.get(f"family/{f}", 0.0) for f in best) for r in rows])
+        out["best"].append([share(r, best) for r in rows])
     return out
 
 
