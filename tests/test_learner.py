@@ -309,3 +309,24 @@ def test_state_leaves_own_their_buffers_and_the_caller_keeps_its_model(critic, a
     # Same numbers either way.
     m1 = lrn.Learner(qwen2.init_model(CFG, seed=8), cfg, seed=0).update(batch)
     assert m1 == pytest.approx(m2, rel=1e-6, abs=1e-7)
+
+
+@pytest.mark.parametrize("weights", [True, False])
+def test_update_leaves_each_rows_advantage_and_duration_weight(weights):
+    """`last_per_seq`: GRPO without KL in the reward -> each row's advantage is its group's
+    normalised reward; the weight is its duration (floored at 1 s) over the batch mean, or
+    1 without duration weights."""
+    cfg = lrn.PPOConfig(actor_lr=1e-3, kl_coef=0.0, advantage="grpo", logprob_chunk=4,
+                        duration_weights=weights, duration_floor=1.0)
+    learner = lrn.Learner(qwen2.init_model(CFG, seed=1), cfg, seed=0)
+    batch = _grouped(make_batch(learner.policy()))
+    batch["rewards"] = np.array([1, 0, 0, 0, 2, 2, 0, 0], np.float32)
+    learner.update(batch)
+    per = learner.last_per_seq
+    assert set(per) == {"advantage", "weight"} and per["advantage"].shape == (8,)
+    r = batch["rewards"].reshape(2, 4)
+    want = (r - r.mean(1, keepdims=True)) / (r.std(1, ddof=1, keepdims=True) + 1e-6)
+    np.testing.assert_allclose(per["advantage"], want.ravel(), rtol=1e-4, atol=1e-5)
+    d = np.maximum(batch["durations"], 1.0)
+    np.testing.assert_allclose(per["weight"], d / d.mean() if weights else np.ones(8),
+                               rtol=1e-5)

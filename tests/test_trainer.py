@@ -427,5 +427,11 @@ def test_max_at_k_run_logs_valid_scores_and_programs_per_hour(tmp_path, cache, m
     for r in rows:
         assert 0.0 <= r["score_mean_valid"] <= 0.4 and r["valid_frac"] == 1.0
         assert r["score_mean_valid"] == r[f"score_mean_valid/{TASK}"]
+        # the credit per family: every family of the batch has its mean advantage, weight
+        # and weight x advantage; the duration weights average 1 over the batch
+        fams = [k.split("/", 1)[1] for k in r if k.startswith("family/")]
+        assert fams and all(f"{q}/{f}" in r for f in fams
+                            for q in ("advantage", "weight", "credit"))
+        assert sum(r[f"family/{f}"] * r[f"weight/{f}"] for f in fams) == pytest.approx(1.0)
     assert any(r["adv_zero_frac"] < 1.0 for r in rows)
 

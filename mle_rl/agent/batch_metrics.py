@@ -6,6 +6,8 @@ Sums over this process's rollouts, reduced over all processes with one small all
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from mle_rl.agent.prompt_sources import signed
@@ -14,13 +16,28 @@ from mle_rl.runtime import distributed
 
 
 def batch_metrics(rollouts: list, *, step: int, tasks: dict, task_ids, best: dict,
-                  dropped_stale: int, actions_done: int, busy: dict, wall: float) -> dict:
+                  dropped_stale: int, actions_done: int, busy: dict, wall: float,
+                  per_seq: Optional[dict] = None) -> dict:
     """rollouts: this process's `Rollout`s of the update; step: the policy version after
     it; tasks: {id: Task}; task_ids: `--tasks` in order; best: {task id: best raw score so
     far}; dropped_stale, actions_done: this process's counts so far; busy: seconds spent
-    by "learner" and "sampler"; wall: seconds since the run started."""
+    by "learner" and "sampler"; wall: seconds since the run started; per_seq: the learner's
+    {"advantage": [n], "weight": [n]} for the rollouts, in order (`Learner.last_per_seq`).
+
+    With per_seq, the credit each model family got, as means over the family's programs:
+    `advantage/<family>`, `weight/<family>` (duration weight; 1 without weights) and
+    `credit/<family>` (weight x advantage: what the policy gradient scales the family's
+    log-probabilities by)."""
     fams = sorted(families.FAMILIES) + ["ensemble", "none"]
     meta = [x.meta for x in rollouts]
+    fam_of = [m.get("family", "none") for m in meta]
+    credit = {}
+    if per_seq and len(per_seq.get("advantage", ())) == len(rollouts):
+        a = np.asarray(per_seq["advantage"], np.float64)
+        w = np.asarray(per_seq.get("weight", np.ones(len(a))), np.float64)
+        for key, vals in (("advantage", a), ("weight", w), ("credit", w * a)):
+            credit.update({f"{key}/{f}": float(sum(v for v, g in zip(vals, fam_of) if g == f))
+                           for f in fams})
     sums = {                                     # summed over processes
         "n": len(rollouts), "reward": sum(x.reward for x in rollouts),
         "ok": sum(x.status == "ok" for x in rollouts),
@@ -32,7 +49,7 @@ def batch_metrics(rollouts: list, *, step: int, tasks: dict, task_ids, best: dic
         "lm_fallback": sum(m.get("lm") == "lm_fallback" for m in meta),
         "dropped_stale": dropped_stale,
         "actions_done": actions_done,
-        **{f"family/{f}": sum(m.get("family", "none") == f for m in meta) for f in fams},
+        **{f"family/{f}": sum(g == f for g in fam_of) for f in fams}, **credit,
         **{f"scored/{t}": sum(x.task_id == t and x.score is not None for x in rollouts)
            for t in task_ids},
         **{f"score_sum/{t}": sum(float(x.score) for x in rollouts
@@ -58,6 +75,10 @@ def batch_metrics(rollouts: list, *, step: int, tasks: dict, task_ids, best: dic
     if lm_runs:
         out["lm_instrument_accept_frac"] = float(tot["lm"] / lm_runs)
     out.update({k_: float(v / n) for k_, v in tot.items() if k_.startswith("family/") and v})
+    for k_ in credit:             # a mean over the family's programs (of every process)
+        count = tot[f"family/{k_.split('/', 1)[1]}"]
+        if count:
+            out[k_] = float(tot[k_] / count)
     for tid in task_ids:          # the mean raw score of the valid programs, per task
         if tot[f"scored/{tid}"]:
             out[f"score_mean_valid/{tid}"] = float(tot[f"score_sum/{tid}"] / tot[f"scored/{tid}"])

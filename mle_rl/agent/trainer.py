@@ -303,7 +303,8 @@ class Trainer(HostState):
             batch_rollouts, step=self.step, tasks=self.tasks, task_ids=self.cfg.env.tasks,
             best=self.best, dropped_stale=self.buffer.counters["dropped_stale"],
             actions_done=self.counters["actions_done"], busy=self._busy,
-            wall=time.monotonic() - self._t_start))
+            wall=time.monotonic() - self._t_start,
+            per_seq=getattr(self.learner, "last_per_seq", None)))
         first = self.cfg.env.tasks[0]
         for key in ("best_score", "score_mean_valid"):     # the first task's, unprefixed
             if f"{key}/{first}" in m:

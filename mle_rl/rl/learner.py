@@ -180,6 +180,7 @@ class Learner:
         callers = set() if take_model else _buffers(nnx.state(policy)) | (
             _buffers(nnx.state(reference)) if reference is not None else set())
         self.mesh = mesh
+        self.last_per_seq: dict = {}    # update()'s per-sequence values, this process's rows
         self.fsdp = fsdp
         policy.remat = cfg.remat        # static: in the graph of policy, reference, critic trunk
         self.policy_graph, policy_state = nnx.split(policy)
@@ -251,14 +252,23 @@ class Learner:
 
     def update(self, batch: dict) -> dict:
         """One PPO update on `batch` (every process calls it, with its own rows); returns
-        host-side float metrics."""
+        host-side float metrics. Each row's advantage and duration weight are left in
+        `last_per_seq` ({"advantage": [b], "weight": [b]}, this process's rows)."""
         batch = self.shard_batch(batch)
         b = batch["tokens"].shape[0]          # global rows
         if b % self.cfg.minibatches:
             raise ValueError(f"batch size {b} is not divisible by minibatches="
                              f"{self.cfg.minibatches}.")
         self.state, metrics = self._update(self.state, batch)
-        return {k: float(v) for k, v in jax.device_get(metrics).items()}
+        metrics = jax.device_get(metrics)
+        rows = slice(None)
+        if self.mesh is not None and jax.process_count() > 1:
+            rows = distributed.local_rows(self.mesh, b)
+        # [B] per-sequence values of this process's rows (in its batch's order): advantage
+        # and duration weight, for the trainer's per-family credit (`last_per_seq`).
+        self.last_per_seq = {k.split("/", 1)[1]: np.asarray(metrics.pop(k))[rows]
+                             for k in [k for k in metrics if k.startswith("per_seq/")]}
+        return {k: float(v) for k, v in metrics.items()}
 
     def state_bytes(self) -> dict:
         """Bytes of the train state by part (policy, critic, ref, actor_opt, critic_opt)."""

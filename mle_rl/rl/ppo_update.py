@@ -116,6 +116,11 @@ def _prepare(learner, state: TrainState, batch: dict):
         current_kl = rl_kl.sequence_mean_kl(kl, mask)
         next_beta = rl_kl.adaptive_kl_coef(beta, current_kl, cfg.kl_target, cfg.kl_horizon, b)
         metrics["kl_ref_seq"] = current_kl
+    # Each sequence's credit, for the trainer's per-family log (learner.update keeps these
+    # [B] arrays apart from the scalar metrics): its advantage (the mean over its tokens
+    # under GAE) and its duration weight.
+    metrics["per_seq/advantage"] = (jnp.sum(adv * mask, 1) / jnp.maximum(jnp.sum(mask, 1), 1.0))
+    metrics["per_seq/weight"] = weights
     metrics.update(kl_ref=adv_lib.masked_mean(kl, mask), kl_coef=beta,
                    advantage_mean=adv_lib.masked_mean(adv, mask),
                    reward_mean=jnp.mean(batch["rewards"]),
