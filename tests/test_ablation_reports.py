@@ -1,5 +1,6 @@
-"""`experiments/duration_figure.py` (the paper's Figure 2 from ablation runs) and
-`experiments/self_improve_share.py` on files written here by hand."""
+"""`experiments/duration_figure.py` (the paper's Figure 2 from ablation runs),
+`experiments/instrument_figure.py` and `experiments/self_improve_share.py` on files written
+here by hand."""
 
 import json
 import pathlib
@@ -8,6 +9,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "experiments"))
 import duration_figure  # noqa: E402
+import instrument_figure  # noqa: E402
 import self_improve_share  # noqa: E402
 
 
@@ -35,6 +37,32 @@ def test_duration_figure_thirds_and_png(tmp_path, capsys):
     assert "mlp share (thirds)" in text
     assert png.is_file() and png.stat().st_size > 1000
     assert duration_figure.main([f"--out_dir={tmp_path / 'none'}", f"--out={png}"]) == 2
+
+
+def _valid_run(d: pathlib.Path, valid: list, hits: list):
+    d.mkdir(parents=True)
+    rows = [{"step": i + 1, "valid_frac": v, "hits_mean": h, "reward_mean": -10 * (1 - v),
+             "score_mean_valid": 0.7 if v else None, "actions_done": 8 * (i + 1)}
+            for i, (v, h) in enumerate(zip(valid, hits))]
+    (d / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def test_instrument_figure_counts_runs_that_never_get_a_valid_program(tmp_path, capsys):
+    out = tmp_path / "abl"
+    _valid_run(out / "full" / "seed0" / "run", [0, 0, 0.25, 0.5, 0.5, 0.75], [1, 2, 3, 4, 5, 6])
+    _valid_run(out / "full" / "seed1" / "run", [0, 0.25, 0.25, 0.5, 0.75, 0.75], [2] * 6)
+    _valid_run(out / "no_instrumentation" / "seed0" / "run", [0] * 6, [0] * 6)
+    _valid_run(out / "no_instrumentation" / "seed1" / "run", [0, 0, 0, 0, 0.25, 0], [0] * 6)
+    png = tmp_path / "fig.png"
+    assert instrument_figure.main([f"--out_dir={out}", f"--out={png}"]) == 0
+    text = capsys.readouterr().out
+    # thirds of 6 updates: valid 0, 0.125 | 0.25, 0.5 | 0.5, 0.75 (seed 0) and 0, 0.25 | ...
+    assert "| full | 2 | 0.06 → 0.38 → 0.69 | 0.70 → 0.70 → 0.70 |" in text
+    assert text.count("| 0/2 | 3, 2 |") == 1                          # full: both found one
+    assert "| no_instrumentation | 2 | 0.00 → 0.00 → 0.06 | — → — → 0.70 |" in text
+    assert "| 0.00 → 0.00 → 0.00 | 1/2 | never, 5 |" in text          # no prints, one never
+    assert png.is_file() and png.stat().st_size > 1000
+    assert instrument_figure.main([f"--out_dir={tmp_path / 'none'}", f"--out={png}"]) == 2
 
 
 def test_self_improve_share_counts_strict_wins(tmp_path, capsys):

@@ -7,6 +7,7 @@ Only reads numbers that are given; matplotlib (Agg) is imported when a figure is
 from __future__ import annotations
 
 import pathlib
+import warnings
 from typing import Optional, Sequence
 
 import numpy as np
@@ -71,10 +72,13 @@ def smooth(y: Sequence[float], window: int) -> np.ndarray:
 
 def seed_band(series: Sequence[Sequence[float]], window: int = 5):
     """Runs of unequal length -> (steps, mean, low, high) of the smoothed runs, over the
-    steps every run reached."""
+    steps every run reached. A step where no run has a value (no valid program yet, say) is
+    NaN, a gap in the plot."""
     n = min(len(s) for s in series)
     sm = np.stack([smooth(s, window)[:n] for s in series])
-    return (np.arange(1, n + 1), np.nanmean(sm, 0), np.nanmin(sm, 0), np.nanmax(sm, 0))
+    with warnings.catch_warnings():     # all-NaN columns are expected: they stay NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return (np.arange(1, n + 1), np.nanmean(sm, 0), np.nanmin(sm, 0), np.nanmax(sm, 0))
 
 
 def plot_training_bands(panels: dict, out_png, *, title: str = "",
