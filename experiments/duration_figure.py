@@ -9,7 +9,8 @@ plots, per update (smoothed, band = min..max over seeds): the share of the batch
 from the fast families (linear, naive Bayes / Bayesian ridge, k-NN), the mean action time,
 the mean score of the valid programs, and the share of the families named by --best (the
 task's best ones: gradient boosting on tabular-synth and duration-synth). Prints the same as
-a table of thirds of training.
+a table of thirds of training and, where the runs logged it, the credit each family got:
+its mean advantage, duration weight and their product (what the gradient scales it by).
 """
 
 from __future__ import annotations
@@ -46,6 +47,26 @@ def series(out_dir: pathlib.Path, variant: str, best=("gradient_boosting",)) -> 
         out["score"].append([r.get("score_mean_valid", math.nan) for r in rows])
         out["best"].append([share(r, best) for r in rows])
     return out
+
+
+def credit(out_dir: pathlib.Path, variant: str) -> dict:
+    """{family: (programs, mean advantage, mean duration weight, mean weight x advantage)}
+    over every update of every seed, each program counted once (metrics.jsonl's
+    advantage/, weight/ and credit/<family>, logged since session 43; {} before)."""
+    acc = {}
+    for sd in sorted((out_dir / variant).glob("seed*")):
+        for r in base._metrics(sd / "run"):
+            for k in r:
+                if not k.startswith("credit/"):
+                    continue
+                f = k[7:]
+                n = r.get(f"family/{f}", 0.0)     # a share of the batch: programs / batch
+                a = acc.setdefault(f, [0.0, 0.0, 0.0, 0.0])
+                a[0] += n
+                a[1] += n * r[f"advantage/{f}"]
+                a[2] += n * r[f"weight/{f}"]
+                a[3] += n * r[k]
+    return {f: (n, a / n, w / n, c / n) for f, (n, a, w, c) in acc.items() if n > 0}
 
 
 def thirds(xs: list) -> list:
@@ -86,6 +107,16 @@ def main(argv=None) -> int:
         cells = [" → ".join(f"{x:.2f}" for x in thirds(d[q]))
                  for q in ("fast", "time", "score", "best")]
         print(f"| {v} | {len(d['fast'])} | " + " | ".join(cells) + " |")
+    for v in data:
+        cr = credit(out_dir, v)
+        if not cr:
+            continue
+        total = sum(c[0] for c in cr.values())
+        print(f"\ncredit per family, {v} (all updates and seeds; each program once):\n\n"
+              "| family | share of programs | mean advantage | mean weight | mean weight x "
+              "advantage |\n|---|---|---|---|---|")
+        for f, (n, a, w, c) in sorted(cr.items(), key=lambda kv: -kv[1][0]):
+            print(f"| {f} | {n / total:.2f} | {a:+.3f} | {w:.2f} | {c:+.3f} |")
     print(f"figure: {png}")
     return 0
 

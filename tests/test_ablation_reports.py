@@ -39,6 +39,27 @@ def test_duration_figure_thirds_and_png(tmp_path, capsys):
     assert duration_figure.main([f"--out_dir={tmp_path / 'none'}", f"--out={png}"]) == 2
 
 
+def test_duration_figure_credit_per_family(tmp_path, capsys):
+    """advantage/, weight/, credit/<family> rows -> program-weighted means per family."""
+    d = tmp_path / "abl" / "full" / "seed0" / "run"
+    d.mkdir(parents=True)
+    rows = [{"step": 1, "family/mlp": 0.5, "family/linear": 0.5, "advantage/mlp": -1.0,
+             "weight/mlp": 2.0, "credit/mlp": -2.0, "advantage/linear": 1.0,
+             "weight/linear": 0.5, "credit/linear": 0.5},
+            {"step": 2, "family/mlp": 0.25, "family/linear": 0.75, "advantage/mlp": 2.0,
+             "weight/mlp": 1.0, "credit/mlp": 2.0, "advantage/linear": 0.0,
+             "weight/linear": 1.0, "credit/linear": 0.0}]
+    (d / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert duration_figure.main([f"--out_dir={tmp_path / 'abl'}", f"--out={tmp_path / 'f.png'}",
+                                 "--variants=full"]) == 0
+    text = capsys.readouterr().out
+    # mlp: 0.75 programs; advantage (0.5 * -1 + 0.25 * 2) / 0.75 = 0, weight 5/3,
+    # credit (0.5 * -2 + 0.25 * 2) / 0.75 = -2/3; linear: 1.25 programs
+    assert "| mlp | 0.38 | +0.000 | 1.67 | -0.667 |" in text
+    assert "| linear | 0.62 | +0.400 | 0.80 | +0.200 |" in text
+    assert duration_figure.credit(tmp_path / "abl", "none") == {}
+
+
 def _valid_run(d: pathlib.Path, valid: list, hits: list):
     d.mkdir(parents=True)
     rows = [{"step": i + 1, "valid_frac": v, "hits_mean": h, "reward_mean": -10 * (1 - v),
