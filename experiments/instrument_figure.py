@@ -8,8 +8,10 @@ Reads OUT/<variant>/seed<k>/run/metrics.jsonl (launch/ablations.sh) for each var
 plots, per update (smoothed, band = min..max over seeds): the valid fraction of the batch,
 the mean score of its valid programs, the mean reward, and the mean number of instrumented
 prints the batch's programs reached (0 throughout without instrumentation: nothing is
-inserted). Prints a table of thirds of training, and per variant the runs that never
-executed a valid program, with the update of each run's first valid one.
+inserted). Prints a table of thirds of training, per variant the runs that never executed
+a valid program (with the update of each run's first valid one), and the valid programs of
+the trained policies' evaluations (OUT/<variant>/seed<k>/eval.json) and of the starting
+policy's (--start_evals), by sample mode.
 """
 
 from __future__ import annotations
@@ -49,6 +51,24 @@ def series(out_dir: pathlib.Path, variant: str) -> dict:
     return out
 
 
+def eval_valid(paths) -> dict:
+    """{mode: (valid, n)} over `experiments/evaluate.py` JSONs, by sample mode (solve, or
+    improve the best so far: with a weak policy the improve samples copy the one valid
+    program found, so only the solve samples measure the policy)."""
+    out = {}
+    for p in paths:
+        for res in (base._json(p) or {}).values():
+            for score, mode in zip(res.get("scores", []), res.get("modes", [])):
+                v, n = out.get(mode, (0, 0))
+                out[mode] = (v + (score is not None), n + 1)
+    return out
+
+
+def _valid_cell(counts: dict, mode: str) -> str:
+    v, n = counts.get(mode, (0, 0))
+    return f"{v}/{n}" if n else "—"
+
+
 def _cell(xs: list) -> str:
     return " → ".join("—" if x != x else f"{x:.2f}" for x in thirds(xs))
 
@@ -58,6 +78,8 @@ def main(argv=None) -> int:
     p.add_argument("--out_dir", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--variants", default="full,no_instrumentation")
+    p.add_argument("--start_evals", nargs="*", default=[],
+                   help="evaluate.py JSONs of the starting policy (a row of its own)")
     a = p.parse_args(argv)
     out_dir = pathlib.Path(a.out_dir)
     data = {v: series(out_dir, v) for v in a.variants.split(",")}
@@ -77,6 +99,12 @@ def main(argv=None) -> int:
         print(f"| {v} | {len(d['valid'])} | " +
               " | ".join(_cell(d[q]) for q in QUANTITIES) +
               f" | {never}/{len(d['first'])} | {firsts} |")
+    print("\nvalid programs at evaluation (evaluate.py, all seeds):\n\n"
+          "| policy | solve samples | improve samples |\n|---|---|---|")
+    rows = ([("start", eval_valid(a.start_evals))] if a.start_evals else []) + [
+        (v, eval_valid(sorted((out_dir / v).glob("seed*/eval.json")))) for v in data]
+    for name, counts in rows:
+        print(f"| {name} | {_valid_cell(counts, 'solve')} | {_valid_cell(counts, 'improve')} |")
     print(f"figure: {png}")
     return 0
 

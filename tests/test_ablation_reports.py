@@ -86,6 +86,20 @@ def test_instrument_figure_counts_runs_that_never_get_a_valid_program(tmp_path, 
     assert instrument_figure.main([f"--out_dir={tmp_path / 'none'}", f"--out={png}"]) == 2
 
 
+def test_instrument_figure_counts_valid_evaluation_samples_by_mode(tmp_path, capsys):
+    out = tmp_path / "abl"
+    _valid_run(out / "full" / "seed0" / "run", [0, 0.5], [1, 2])
+    ev = lambda scores, modes: json.dumps({"t": {"scores": scores, "modes": modes}})  # noqa
+    (out / "full" / "seed0" / "eval.json").write_text(
+        ev([0.7, None, 0.8, 0.75], ["solve", "solve", "improve", "improve"]))
+    start = tmp_path / "start.json"
+    start.write_text(ev([None, None, 0.6], ["solve"] * 3))
+    assert instrument_figure.main([f"--out_dir={out}", f"--out={tmp_path / 'f.png'}",
+                                   "--start_evals", str(start)]) == 0
+    text = capsys.readouterr().out
+    assert "| start | 1/3 | — |" in text and "| full | 1/2 | 2/2 |" in text
+
+
 def test_self_improve_share_counts_strict_wins(tmp_path, capsys):
     ev = {"t1": {"metric": "auc", "is_lower_better": False, "scores": [0.8, 0.7, 0.85, None],
                  "modes": ["solve", "solve", "improve", "improve"]},
