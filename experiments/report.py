@@ -257,19 +257,30 @@ def ablation_rows(out_dir) -> tuple:
     return task, metric, lower, runs
 
 
+def _best_or_floor(ev: Optional[dict]) -> Optional[float]:
+    """A seed's best-of-N; the sample submission's score when no program was valid (None
+    when not evaluated, or when the evaluation did not record that score)."""
+    if not ev:
+        return None
+    return ev["best"] if ev.get("best") is not None else ev.get("sample_submission_score")
+
+
 def ablation_table(out_dir) -> str:
     task, metric, lower, runs = ablation_rows(out_dir)
     lines = [f"Task `{task}`" + (f", {metric} {_arrow(lower)}" if metric else "") +
-             ". Same budget per run; mean ± std over the seeds that produced a valid submission.",
+             ". Same budget per run; mean ± std over the seeds; a seed whose policy wrote no "
+             "valid program counts as the sample submission (as best@k counts it).",
              "", "| variant | best-of-N | best@1 | seeds valid | Δ vs full | paper Δ | train "
              "reward (last 25%) | action s (last 25%) | top family | runs with a valid program "
              "in training (first at update) |", "|---|---|---|---|---|---|---|---|---|---|"]
-    full = [r["eval"]["best"] for r in runs.get("full", {}).values()
-            if r["eval"] and r["eval"]["best"] is not None]
+    full = [_best_or_floor(r["eval"]) for r in runs.get("full", {}).values()]
+    full = [b for b in full if b is not None]
     full_mean = sum(full) / len(full) if full else None
     for v, seeds in runs.items():
-        bests = [r["eval"]["best"] if r["eval"] else None for r in seeds.values()]
+        bests = [_best_or_floor(r["eval"]) for r in seeds.values()]
         ok = [b for b in bests if b is not None]
+        n_valid = sum(bool(r["eval"]) and r["eval"].get("best") is not None
+                      for r in seeds.values())
         delta = "—"
         if v != "full" and ok and full_mean:
             rel = (sum(ok) / len(ok) - full_mean) / abs(full_mean) * 100
@@ -286,7 +297,7 @@ def ablation_table(out_dir) -> str:
         firsts = [r["first_valid"] for r in seeds.values()]
         reached = [f for f in firsts if f is not None]
         lines.append(
-            f"| {v} | {_mean_std(bests)} | {_mean_std(at1)} | {len(ok)}/{len(bests)} | {delta} | "
+            f"| {v} | {_mean_std(bests)} | {_mean_std(at1)} | {n_valid}/{len(bests)} | {delta} | "
             f"{'—' if paper is None else f'{paper:+.2f}%'} | "
             f"{_mean_std([r['reward_tail'] for r in seeds.values()])} | "
             f"{_mean_std([r['duration_tail'] for r in seeds.values()])} | {top} | "

@@ -195,7 +195,8 @@ def test_ablations_end_to_end_on_the_standin(standin, tmp_path):
                      ("no_self_improve", "-8.00%")):
         row = _row(md, v)
         ev = json.loads((out / v / "seed0" / "eval.json").read_text())[TASK]
-        assert row[1] == ("—" if ev["best"] is None else f"{ev['best']:.4f}")
+        best = ev["best"] if ev["best"] is not None else ev.get("sample_submission_score")
+        assert row[1] == ("—" if best is None else f"{best:.4f}")     # invalid: the sample's
         at1 = ev.get("best_at_k", {}).get("1")
         assert row[2] == ("—" if at1 is None else f"{at1:.4f}")
         assert row[3] == f"{int(ev['best'] is not None)}/1" and row[5] == paper
@@ -269,6 +270,26 @@ def test_ablation_table_mean_std_and_direction_aware_delta(tmp_path, lower):
     assert nodw[8] == "linear 75%"
     assert full[2] == "—"                                  # no best@k in these evaluations
     assert full[9] == "0/2 (—)"                            # no valid_frac in these metrics
+
+
+def test_ablation_table_counts_a_seed_without_a_valid_program_as_the_sample_submission(tmp_path):
+    """Never more lenient than the benchmark: a seed whose policy wrote nothing valid is not
+    left out of the mean; it scores what the sample submission scores."""
+    (tmp_path / "ablations.json").write_text(json.dumps({"task": "t"}))
+    fam = [{"linear": 1.0}]
+    _fake_run(tmp_path / "full" / "seed0", "t", 0.8, fam)
+    _fake_run(tmp_path / "full" / "seed1", "t", None, fam)
+    _fake_run(tmp_path / "no_instrumentation" / "seed0", "t", 0.8, fam)
+    _fake_run(tmp_path / "no_instrumentation" / "seed1", "t", 0.6, fam)
+    for seed in ("seed0", "seed1"):
+        f = tmp_path / "full" / seed / "eval.json"
+        ev = json.loads(f.read_text())
+        ev["t"]["sample_submission_score"] = 0.5
+        f.write_text(json.dumps(ev))
+    md = report.ablation_table(tmp_path)
+    full, noi = _row(md, "full"), _row(md, "no_instrumentation")
+    assert full[1] == "0.6500 ± 0.2121" and full[3] == "1/2"      # (0.8 + 0.5) / 2
+    assert noi[1] == "0.7000 ± 0.1414" and noi[4] == "+7.7%"        # (0.7 - 0.65) / 0.65
 
 
 def _fake_eval(path: pathlib.Path, task, best, lower=False, n=32, valid=32, base=None):
