@@ -2,7 +2,7 @@
 soon, and how often, RL finds programs that work, with and without partial credit.
 
     python experiments/instrument_figure.py --out_dir=runs/ablations/instr-pima \
-        --out=experiments/results/instrumentation_files/instrumentation.png
+        --out=experiments/results/ablations_files/instrumentation.png
 
 Reads OUT/<variant>/seed<k>/run/metrics.jsonl (launch/ablations.sh) for each variant and
 plots, per update (smoothed, band = min..max over seeds): the valid fraction of the batch,
@@ -36,18 +36,16 @@ QUANTITIES = {"valid": ("valid fraction", "valid_frac"),
 
 
 def series(out_dir: pathlib.Path, variant: str) -> dict:
-    """{quantity: [per-seed series], "first": [first update with a valid program or None],
-    "programs": [programs executed, per seed]} for one variant."""
-    out = {q: [] for q in QUANTITIES} | {"first": [], "programs": []}
+    """{quantity: [per-seed series], "first": [first update with a valid program or None]}
+    for one variant."""
+    out = {q: [] for q in QUANTITIES} | {"first": []}
     for sd in sorted((out_dir / variant).glob("seed*")):
         rows = base._metrics(sd / "run")
         if not rows:
             continue
         for q, (_, key) in QUANTITIES.items():
-            out[q].append([r.get(key, math.nan) if r.get(key) is not None else math.nan
-                           for r in rows])
-        out["first"].append(next((r["step"] for r in rows if r.get("valid_frac", 0) > 0), None))
-        out["programs"].append(rows[-1].get("actions_done"))
+            out[q].append([math.nan if r.get(key) is None else r[key] for r in rows])
+        out["first"].append(base.first_valid_update(rows))
     return out
 
 

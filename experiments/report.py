@@ -235,6 +235,11 @@ def _tail_mean(rows: list, key: str, frac: float = 0.25) -> Optional[float]:
     return sum(vals[-k:]) / k
 
 
+def first_valid_update(rows: list) -> Optional[int]:
+    """The first update (metrics.jsonl rows) whose batch held a valid program, or None."""
+    return next((r["step"] for r in rows if r.get("valid_frac", 0) > 0), None)
+
+
 def ablation_rows(out_dir) -> tuple:
     """-> (task id, metric, lower_better, {variant: {seed: record}}) from OUT/<variant>/seed<k>/."""
     out_dir = pathlib.Path(out_dir)
@@ -247,7 +252,7 @@ def ablation_rows(out_dir) -> tuple:
             if ev is not None:
                 metric, lower = ev["metric"], ev["is_lower_better"]
             rows = _metrics(sd / "run")
-            first_valid = next((r["step"] for r in rows if r.get("valid_frac", 0) > 0), None)
+            first_valid = first_valid_update(rows)
             runs.setdefault(v, {})[sd.name] = {
                 "eval": ev, "summary": _json(sd / "run" / "summary.json"),
                 "first_valid": first_valid, "updates": len(rows),
