@@ -148,3 +148,40 @@ def test_a_program_that_fills_its_sandbox_fails_alone(tmp_path, tmpfs):
     while [p for p in fs.path.iterdir() if p.name.startswith("mle_rl_")]:
         assert time.time() < deadline, list(fs.path.iterdir())
         time.sleep(0.2)
+
+
+def _unretrieved_gather_failure(make_error, caplog) -> list:
+    """Two writes gathered on a loop both fail; only the first failure is retrieved, so
+    asyncio logs the other ("exception was never retrieved") when its future is collected,
+    as orbax's save does on a full disk. Returns the asyncio records that got through."""
+    import asyncio
+    import gc
+
+    async def write():
+        await asyncio.sleep(0)
+        raise make_error()
+
+    async def save():
+        parts = [asyncio.gather(write()) for _ in range(2)]
+        try:
+            for part in parts:         # the first failure ends the loop: the second is lost
+                await part
+        except Exception:  # noqa: BLE001
+            pass
+        await asyncio.sleep(0.01)
+
+    with caplog.at_level("ERROR", logger="asyncio"):
+        asyncio.run(save())
+        gc.collect()
+    return [r for r in caplog.records if r.name == "asyncio"]
+
+
+def test_unretrieved_full_disk_echoes_are_dropped_and_other_errors_pass(caplog):
+    from mle_rl.io import disk
+    import errno
+    disk.quiet_write_failures()
+    full = lambda: OSError(errno.ENOSPC, "No space left on device")  # noqa: E731
+    assert _unretrieved_gather_failure(full, caplog) == []
+    caplog.clear()
+    other = _unretrieved_gather_failure(lambda: ValueError("a bug, not a full disk"), caplog)
+    assert other and "exception was never retrieved" in other[0].getMessage()

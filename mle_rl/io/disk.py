@@ -73,17 +73,25 @@ def disk_full(path, what: str, after: str = "") -> DiskFullError:
 
 
 class DropWriteFailureEchoes(logging.Filter):
-    """Drops orbax's per-thread tracebacks of a failed write (each background thread of a
-    save logs the same error at ERROR); the error itself reaches the caller, which says it
-    once. Other records pass."""
+    """Drops the echoes of a failed write; the error itself reaches the caller, which says
+    it once. Two kinds: orbax's per-thread tracebacks (each background thread of a save logs
+    the same error at ERROR), and asyncio's "exception was never retrieved" for the sibling
+    writes of a gather that failed on a full disk (only the first failure is retrieved; the
+    rest are logged, with their tracebacks, whenever the future is collected). Other
+    records pass, asyncio's about any other error included."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         path = record.pathname.replace(os.sep, "/")
-        return not ("/orbax/" in path and "raised an exception" in record.getMessage())
+        if "/orbax/" in path and "raised an exception" in record.getMessage():
+            return False
+        if record.name == "asyncio" and "exception was never retrieved" in record.getMessage():
+            return not is_disk_full(record.exc_info[1] if record.exc_info else None)
+        return True
 
 
 def quiet_write_failures() -> None:
-    """Installs `DropWriteFailureEchoes` on the absl logger (idempotent)."""
-    logger = logging.getLogger("absl")
-    if not any(isinstance(f, DropWriteFailureEchoes) for f in logger.filters):
-        logger.addFilter(DropWriteFailureEchoes())
+    """Installs `DropWriteFailureEchoes` on the absl and asyncio loggers (idempotent)."""
+    for name in ("absl", "asyncio"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, DropWriteFailureEchoes) for f in logger.filters):
+            logger.addFilter(DropWriteFailureEchoes())
