@@ -74,6 +74,23 @@ class TaskResult:
     def valid_frac(self) -> float:
         return self.valid / max(self.n, 1)
 
+    def valid_by_mode(self) -> dict:
+        """mode ("solve", "improve") -> [valid programs, programs]: a policy that writes
+        valid programs only when shown one differs from one that writes them unprompted."""
+        out: dict = {}
+        for x in self.samples:
+            v = out.setdefault(x["mode"], [0, 0])
+            v[0] += x["score"] is not None
+            v[1] += 1
+        return out
+
+    def valid_text(self) -> str:
+        """'7/32', or 'solve 3/16, improve 4/16' when there are improve samples."""
+        by = self.valid_by_mode()
+        if set(by) <= {"solve"}:
+            return f"{self.valid}/{self.n}"
+        return ", ".join(f"{m} {v}/{n}" for m, (v, n) in sorted(by.items(), reverse=True))
+
 
 def _run_round(pool: ActorPool, model, tokenizer, task, texts, modes, prevs, *, key,
                cfg: dict, result: TaskResult, start_id: int):
@@ -229,7 +246,7 @@ def markdown_table(results: dict, label: str = "ours") -> str:
         arrow = "↓" if r.is_lower_better else "↑"
         fams = ", ".join(f"{k} {v}" for k, v in r.families.most_common())
         lines.append(f"| {tid} | {r.metric} {arrow} | {_fmt(r.best)} | {_fmt(r.baseline)} "
-                     f"| {r.valid}/{r.n} | {r.n} | {_fmt(r.score_mean_valid)} | {fams} |")
+                     f"| {r.valid_text()} | {r.n} | {_fmt(r.score_mean_valid)} | {fams} |")
     curves = {tid: r.best_at_k() for tid, r in results.items()}
     ks = sorted({k for c in curves.values() for k in c})
     if ks:
@@ -250,7 +267,8 @@ def results_to_json(results: dict) -> dict:
                   "families": dict(r.families), "statuses": dict(r.statuses),
                   "failures": r.failures,
                   "reward_mean": float(np.mean(r.rewards)) if r.rewards else None,
-                  "valid_frac": r.valid_frac, "score_mean_valid": r.score_mean_valid,
+                  "valid_frac": r.valid_frac, "valid_by_mode": r.valid_by_mode(),
+                  "score_mean_valid": r.score_mean_valid,
                   "best_at_k": {str(k): v for k, v in r.best_at_k().items()},
                   "n_solve": len(r.solve_scores()),
                   "scores": [x["score"] for x in r.samples],
