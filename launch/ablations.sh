@@ -75,9 +75,29 @@ echo "[ablations] task $TASK, flagfile $FLAGFILE, variants: $VARIANTS; seeds: $S
      "budget: ${STEPS:-flagfile} steps, ${WALL:-flagfile} s per run; best-of-$N; out: $OUT"
 if [[ "$DRY_RUN" != 1 ]]; then
   mkdir -p "$OUT"
-  printf '{"task": "%s", "flagfile": "%s", "variants": "%s", "seeds": "%s", "steps": "%s", "wall_s": "%s", "n": %s}\n' \
-    "$TASK" "$FLAGFILE" "$VARIANTS" "$SEEDS" "${STEPS:-flagfile}" "${WALL:-flagfile}" "$N" \
-    > "$OUT/ablations.json"
+  # OUT/ablations.json: the task, and one record per invocation (runs of one OUT are often
+  # started seed by seed); another task in the same OUT would mix two tables: refused.
+  "$PY" - "$OUT/ablations.json" "$TASK" "$FLAGFILE" "$VARIANTS" "$SEEDS" "${STEPS:-flagfile}" \
+      "${WALL:-flagfile}" "$N" "${BASE_CKPT:-flagfile}" "${EXTRA_FLAGS:-}" "${EVAL_FLAGS:-}" <<'PYEOF' || exit 2
+import json, os, sys, time
+path, task, flagfile, variants, seeds, steps, wall, n, base, extra, evalx = sys.argv[1:]
+meta = {"task": task, "runs": []}
+if os.path.exists(path):
+    old = json.load(open(path))
+    if old.get("task") != task:
+        sys.exit(f"error: {path} holds the ablations of task {old.get('task')!r}, not {task!r}; "
+                 "set OUT to another directory.")
+    meta["runs"] = old.get("runs") or [{k: v for k, v in old.items() if k != "task"}]
+meta["runs"].append({"flagfile": flagfile, "variants": variants, "seeds": seeds, "steps": steps,
+                     "wall_s": wall, "n": int(n), "base_ckpt": base, "extra_flags": extra,
+                     "eval_flags": evalx, "started": time.strftime("%Y-%m-%d %H:%M:%S UTC",
+                                                                   time.gmtime())})
+tmp = path + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(meta, f, indent=1)
+    f.write("\n")
+os.replace(tmp, path)
+PYEOF
 fi
 
 failed=0

@@ -172,6 +172,28 @@ def test_ablations_reject_an_unknown_variant(tmp_path):
     assert not (tmp_path / "a").exists()
 
 
+def test_ablations_keep_every_invocation_s_settings_and_refuse_a_second_task(tmp_path):
+    """Runs of one OUT are often started seed by seed: ablations.json keeps each start's
+    settings (the base checkpoint and extra flags too), and another task is refused before
+    anything runs. The task here is unknown, so each training fails at once."""
+    out, cache = tmp_path / "a", tmp_path / "cache"
+    for s, extra in (("0", "--instrument=ast"), ("1", "--nogrpo_std")):
+        p = _script("ablations.sh", {"TASK": "no-such-task", "VARIANTS": "full", "SEEDS": s,
+                                     "OUT": out, "BASE_CKPT": tmp_path / "base",
+                                     "EXTRA_FLAGS": extra}, cache)
+        assert p.returncode == 1 and "training FAILED" in p.stdout, p.stdout + p.stderr
+    meta = json.loads((out / "ablations.json").read_text())
+    assert meta["task"] == "no-such-task"
+    assert [(r["seeds"], r["extra_flags"]) for r in meta["runs"]] == [
+        ("0", "--instrument=ast"), ("1", "--nogrpo_std")]
+    assert {r["base_ckpt"] for r in meta["runs"]} == {str(tmp_path / "base")}
+    before = (out / "ablations.json").read_text()
+    p = _script("ablations.sh", {"TASK": "other-task", "VARIANTS": "full", "OUT": out}, cache)
+    assert p.returncode == 2 and "holds the ablations of task 'no-such-task'" in p.stderr
+    assert (out / "ablations.json").read_text() == before
+    assert not (out / "full" / "seed2").exists()              # nothing ran
+
+
 @pytest.mark.slow
 def test_ablations_end_to_end_on_the_standin(standin, tmp_path):
     out = tmp_path / "abl"
