@@ -170,10 +170,24 @@ def _unretrieved_gather_failure(make_error, caplog) -> list:
             pass
         await asyncio.sleep(0.01)
 
-    with caplog.at_level("ERROR", logger="asyncio"):
+    import logging
+    logger = logging.getLogger("asyncio")     # a handler of its own: other tests in the same
+    seen = []                                 # worker may have changed propagation or level
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record)
+    handler, disabled, level = Keep(), logger.disabled, logger.level
+    logger.addHandler(handler)
+    logger.disabled = False
+    logger.setLevel(logging.ERROR)
+    try:
         asyncio.run(save())
         gc.collect()
-    return [r for r in caplog.records if r.name == "asyncio"]
+    finally:
+        logger.removeHandler(handler)
+        logger.disabled, logger.level = disabled, level
+    return seen
 
 
 def test_unretrieved_full_disk_echoes_are_dropped_and_other_errors_pass(caplog):
