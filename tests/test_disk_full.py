@@ -9,7 +9,11 @@ runs; skipped with the reason elsewhere).
 * a generated program that fills its own sandbox fails alone; the next one runs.
 """
 
+import asyncio
+import errno
+import gc
 import json
+import logging
 import os
 import pathlib
 import subprocess
@@ -150,13 +154,10 @@ def test_a_program_that_fills_its_sandbox_fails_alone(tmp_path, tmpfs):
         time.sleep(0.2)
 
 
-def _unretrieved_gather_failure(make_error, caplog) -> list:
+def _unretrieved_gather_failure(make_error) -> list:
     """Two writes gathered on a loop both fail; only the first failure is retrieved, so
     asyncio logs the other ("exception was never retrieved") when its future is collected,
     as orbax's save does on a full disk. Returns the asyncio records that got through."""
-    import asyncio
-    import gc
-
     async def write():
         await asyncio.sleep(0)
         raise make_error()
@@ -170,7 +171,6 @@ def _unretrieved_gather_failure(make_error, caplog) -> list:
             pass
         await asyncio.sleep(0.01)
 
-    import logging
     logger = logging.getLogger("asyncio")     # a handler of its own: other tests in the same
     seen = []                                 # worker may have changed propagation or level
 
@@ -190,12 +190,10 @@ def _unretrieved_gather_failure(make_error, caplog) -> list:
     return seen
 
 
-def test_unretrieved_full_disk_echoes_are_dropped_and_other_errors_pass(caplog):
+def test_unretrieved_full_disk_echoes_are_dropped_and_other_errors_pass():
     from mle_rl.io import disk
-    import errno
     disk.quiet_write_failures()
     full = lambda: OSError(errno.ENOSPC, "No space left on device")  # noqa: E731
-    assert _unretrieved_gather_failure(full, caplog) == []
-    caplog.clear()
-    other = _unretrieved_gather_failure(lambda: ValueError("a bug, not a full disk"), caplog)
+    assert _unretrieved_gather_failure(full) == []
+    other = _unretrieved_gather_failure(lambda: ValueError("a bug, not a full disk"))
     assert other and "exception was never retrieved" in other[0].getMessage()
