@@ -190,8 +190,12 @@ def _unretrieved_gather_failure(make_error) -> list:
     return seen
 
 
-def test_unretrieved_full_disk_echoes_are_dropped_and_other_errors_pass():
-    from mle_rl.io import disk
+def test_unretrieved_full_disk_echoes_are_dropped_and_other_errors_pass(monkeypatch):
+    from mle_rl.io import checkpoint, disk
+    # Once a checkpoint read has failed in this process, the checkpointer drops every such
+    # record (the echoes of the abandoned reads); an earlier test in this worker may have
+    # done that, so this one starts from a process where no read has failed.
+    monkeypatch.setitem(checkpoint._ABANDONED, "reads", False)
     disk.quiet_write_failures()
     full = lambda: OSError(errno.ENOSPC, "No space left on device")  # noqa: E731
     assert _unretrieved_gather_failure(full) == []
