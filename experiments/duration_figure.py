@@ -1,5 +1,5 @@
 """The RL-for-MLE paper's Figure 2 on our trainer: what the policy chooses over training,
-with and without duration weights.
+with and without duration weights (or any other variants of launch/ablations.sh).
 
     python experiments/duration_figure.py --out_dir=runs/ablations/tabular-synth \
         --out=experiments/results/ablations_files/duration_weights.png
@@ -99,8 +99,7 @@ def main(argv=None) -> int:
               "mean action time (s)": {v: d["time"] for v, d in data.items()},
               "mean score of valid programs": {v: d["score"] for v, d in data.items()},
               f"share of {', '.join(best)} programs": {v: d["best"] for v, d in data.items()}}
-    png = curves.plot_training_bands(panels, a.out, title=f"{out_dir.name}: with and without "
-                                     "duration weights")
+    png = curves.plot_training_bands(panels, a.out, title=f"{out_dir.name}: {', '.join(data)}")
     print("| variant | seeds | fast-family share (thirds) | action s (thirds) | valid score "
           f"(thirds) | {', '.join(best)} share (thirds) |\n|---|---|---|---|---|---|")
     for v, d in data.items():

@@ -237,7 +237,7 @@ def _tail_mean(rows: list, key: str, frac: float = 0.25) -> Optional[float]:
 
 def first_valid_update(rows: list) -> Optional[int]:
     """The first update (metrics.jsonl rows) whose batch held a valid program, or None."""
-    return next((r["step"] for r in rows if r.get("valid_frac", 0) > 0), None)
+    return next((r["step"] for r in rows if (r.get("valid_frac") or 0) > 0), None)
 
 
 def ablation_rows(out_dir) -> tuple:

@@ -127,3 +127,11 @@ def test_self_improve_share_names_repeated_stems_by_their_folders(tmp_path, caps
     out = capsys.readouterr().out
     assert "| full/seed0 | t | auc ↑ | 0.8000 (1) | 0.9000 (1) | improve |" in out
     assert "| no_duration_weights/seed0 | t |" in out
+
+
+def test_first_valid_update_skips_rows_without_a_valid_fraction():
+    import report
+    rows = [{"step": 1}, {"step": 2, "valid_frac": None}, {"step": 3, "valid_frac": 0.0},
+            {"step": 4, "valid_frac": 0.25}]
+    assert report.first_valid_update(rows) == 4
+    assert report.first_valid_update(rows[:3]) is None
