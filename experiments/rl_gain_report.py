@@ -177,6 +177,32 @@ def start_end_table(t: Task) -> str:
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
+DRIFT = (("kl_ref", "KL to the SFT policy (per token)", 3), ("entropy", "entropy (per token)", 3),
+         ("response_tokens", "response tokens", 0), ("valid_frac", "valid fraction", 3))
+
+
+def drift_table(t: Task) -> str:
+    """Per seed, each quantity of DRIFT over the five fifths of the updates: a run that ends
+    worse than it starts shows here whether its policy drifted away from the SFT policy
+    (the KL, the entropy and the length growing as the valid fraction falls)."""
+    lines = ["| seed | quantity | fifths of the updates, first → last |", "|---|---|---|"]
+    for s in t.seeds:
+        rows = t.metrics.get(s) or []
+        if len(rows) < 5:
+            continue
+        cuts = [round(i * len(rows) / 5) for i in range(6)]
+        for key, label, digits in DRIFT:
+            means = []
+            for a, b in zip(cuts, cuts[1:]):
+                xs = [r[key] for r in rows[a:b] if isinstance(r.get(key), (int, float))
+                      and math.isfinite(r[key])]
+                means.append(sum(xs) / len(xs) if xs else None)
+            if any(m is not None for m in means):
+                lines.append(f"| {s} | {label} | "
+                             + " → ".join(base._fmt(m, digits) for m in means) + " |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def training_figure(t: Task, png: pathlib.Path) -> Optional[pathlib.Path]:
     series = lambda key: [[r.get(key, math.nan) for r in rows]   # noqa: E731
                           for rows in t.metrics.values() if rows]
@@ -304,6 +330,10 @@ def build(out_dir: pathlib.Path, md: pathlib.Path) -> str:
         if start_end:
             body += ["Start and end of each RL run (means over the first and the last fifth "
                      "of its updates):", "", start_end, ""]
+        drift = drift_table(t)
+        if drift:
+            body += ["How far each policy moved from the SFT policy (means over each fifth of "
+                     "the updates):", "", drift, ""]
         body += [families(t), ""]
         fam_eval = family_eval_table(t)
         if fam_eval:

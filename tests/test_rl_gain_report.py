@@ -154,3 +154,23 @@ def test_no_family_table_without_recorded_families(runs, tmp_path):
     md_path = tmp_path / "plain.md"
     assert rl_gain_report.main([f"--out_dir={out}", f"--out={md_path}"]) == 0
     assert "Families at evaluation" not in md_path.read_text()
+
+
+def test_drift_table_averages_each_fifth_of_the_updates(tmp_path):
+    d = tmp_path / TASK / "seed0"
+    _write(d, "sft.json", _ev([0.9, 0.7, 0.8, 0.6]))
+    _write(d / "rl", "summary.json", {"updates": 10, "wall_s": 60.0, "actions_done": 20})
+    rows = [{"step": i + 1, "kl_ref": 0.1 * i, "entropy": 1.0, "response_tokens": 200 + 10 * i,
+             "valid_frac": 1.0 if i < 8 else None} for i in range(10)]
+    (d / "rl" / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    table = rl_gain_report.drift_table(rl_gain_report.Task(tmp_path / TASK))
+    assert "| 0 | KL to the SFT policy (per token) | 0.050 → 0.250 → 0.450 → 0.650 → 0.850 |" \
+        in table
+    assert "| 0 | response tokens | 205 → 225 → 245 → 265 → 285 |" in table
+    # the last fifth logged no valid fraction: it shows as a dash, not as a zero
+    assert "| 0 | valid fraction | 1.000 → 1.000 → 1.000 → 1.000 → — |" in table
+    short = tmp_path / "short" / TASK / "seed0"
+    _write(short, "sft.json", _ev([0.9]))
+    (short / "rl").mkdir()
+    (short / "rl" / "metrics.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    assert rl_gain_report.drift_table(rl_gain_report.Task(tmp_path / "short" / TASK)) == ""
