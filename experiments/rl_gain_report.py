@@ -178,7 +178,7 @@ def start_end_table(t: Task) -> str:
 
 
 DRIFT = (("kl_ref", "KL to the SFT policy (per token)", 3), ("entropy", "entropy (per token)", 3),
-         ("response_tokens", "response tokens", 0), ("valid_frac", "valid fraction", 3))
+         ("response_tokens", "response tokens per batch", 0), ("valid_frac", "valid fraction", 3))
 
 
 def drift_table(t: Task) -> str:

@@ -177,7 +177,9 @@ def define_flags():
                      "releases a prompt's samples to the learner only together.")
     d.DEFINE_float("kl_coef", 0.02, "KL(policy || reference) penalty in the reward (verl "
                    "kl_ctrl.kl_coef with use_kl_in_reward; 0 = none); the initial β with "
-                   "--kl_ctrl=adaptive.")
+                   "--kl_ctrl=adaptive. With a critic-free --advantage the summed KL enters "
+                   "each sample's score before its group is ranked and can outweigh the "
+                   "score's own spread (experiments/kl_share.py measures it; rl/README.md).")
     d.DEFINE_enum("kl_kind", "k1", ["k1", "k2", "k3"], "KL estimator in the reward (verl "
                   "kl_penalty: kl, mse, low_var_kl).")
     d.DEFINE_enum("kl_ctrl", "fixed", ["fixed", "adaptive"], "KL coefficient controller "

@@ -166,7 +166,7 @@ def test_drift_table_averages_each_fifth_of_the_updates(tmp_path):
     table = rl_gain_report.drift_table(rl_gain_report.Task(tmp_path / TASK))
     assert "| 0 | KL to the SFT policy (per token) | 0.050 → 0.250 → 0.450 → 0.650 → 0.850 |" \
         in table
-    assert "| 0 | response tokens | 205 → 225 → 245 → 265 → 285 |" in table
+    assert "| 0 | response tokens per batch | 205 → 225 → 245 → 265 → 285 |" in table
     # the last fifth logged no valid fraction: it shows as a dash, not as a zero
     assert "| 0 | valid fraction | 1.000 → 1.000 → 1.000 → 1.000 → — |" in table
     short = tmp_path / "short" / TASK / "seed0"
