@@ -43,12 +43,16 @@ def summed_k1(pol, ref, prompt_ids: Sequence[int], *, n: int, seed: int, max_new
         out = sampling.generate(pol, [list(prompt_ids)] * g, max_new_tokens=max_new_tokens,
                                 rng=seed * 1000 + r, temperature=1.0, eos_ids=eos_ids,
                                 pad_id=pad_id)
-        p = len(prompt_ids)
+        # One reference pass over the batch: prompt + response, right-padded (causal
+        # attention keeps the padding from changing the positions before it).
+        p, width = len(prompt_ids), out.tokens.shape[1]
+        toks = np.full((g, p + width), pad_id, np.int32)
+        toks[:, :p], toks[:, p:] = prompt_ids, out.tokens[:g]
+        attn = (np.arange(p + width)[None, :] < p + out.lengths[:g, None]).astype(np.int32)
+        lp_ref = np.asarray(policy_logprobs(ref, jnp.asarray(toks), jnp.asarray(attn), chunk=256))
         for i in range(g):
             k = int(out.lengths[i])
-            toks = jnp.asarray([list(prompt_ids) + out.tokens[i, :k].tolist()], jnp.int32)
-            lp_ref = np.asarray(policy_logprobs(ref, toks, jnp.ones_like(toks), chunk=256))[0]
-            sums.append(float(np.sum(out.logprobs[i, :k] - lp_ref[p - 1:p - 1 + k])))
+            sums.append(float(np.sum(out.logprobs[i, :k] - lp_ref[i, p - 1:p - 1 + k])))
             responses.append(out.tokens[i, :k].tolist())
     return np.array(sums), responses
 
@@ -97,10 +101,13 @@ def main(argv=None) -> int:
     count = lambda s: len(policy.encode_prompt(tok, s))  # noqa: E731
     ids = policy.encode_prompt(tok, env_prompts.solve_prompt(task, max_tokens=budget,
                                                              count_tokens=count))
-    sums, responses = summed_k1(pol, ref, ids, n=a.n, seed=a.seed, max_new_tokens=a.max_new_tokens,
-                           eos_ids=policy.eos_ids(tok, pol.config), pad_id=policy.pad_id(tok))
+    sums, responses = summed_k1(pol, ref, ids, n=a.n, seed=a.seed,
+                                max_new_tokens=a.max_new_tokens,
+                                eos_ids=policy.eos_ids(tok, pol.config),
+                                pad_id=policy.pad_id(tok))
+    lens = np.array([len(r) for r in responses])
     out = {"policy": a.policy_dir, "ref": str(ref_dir or a.ref_dir), "task": a.task,
-           **spread(sums, np.array([len(r) for r in responses]), valid_solve_scores(a.scores, a.task), a.kl_coef)}
+           **spread(sums, lens, valid_solve_scores(a.scores, a.task), a.kl_coef)}
     print(json.dumps(out, indent=1))
     return 0
 

@@ -152,6 +152,12 @@ def equal_compute_table(t: Task) -> str:
     return "\n".join(lines)
 
 
+def _finite_mean(rows: list, key: str) -> Optional[float]:
+    """The mean of `key` over the rows that logged a finite number for it, or None."""
+    xs = [r[key] for r in rows if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
+    return sum(xs) / len(xs) if xs else None
+
+
 def start_end_table(t: Task) -> str:
     """Per seed: the valid fraction and the mean score of the valid programs over the first
     and the last fifth of the updates (at least one update each): does the run end better
@@ -163,15 +169,9 @@ def start_end_table(t: Task) -> str:
         if not rows:
             continue
         q = max(1, len(rows) // 5)
-
-        def avg(key, part):
-            xs = [r[key] for r in part if isinstance(r.get(key), (int, float))
-                  and math.isfinite(r[key])]
-            return sum(xs) / len(xs) if xs else None
-
         cells = []
         for key in ("valid_frac", "score_mean_valid"):
-            a, b = avg(key, rows[:q]), avg(key, rows[-q:])
+            a, b = _finite_mean(rows[:q], key), _finite_mean(rows[-q:], key)
             cells.append(f"{base._fmt(a)} → {base._fmt(b)}")
         lines.append(f"| {s} | {len(rows)} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines) if len(lines) > 2 else ""
@@ -192,11 +192,7 @@ def drift_table(t: Task) -> str:
             continue
         cuts = [round(i * len(rows) / 5) for i in range(6)]
         for key, label, digits in DRIFT:
-            means = []
-            for a, b in zip(cuts, cuts[1:]):
-                xs = [r[key] for r in rows[a:b] if isinstance(r.get(key), (int, float))
-                      and math.isfinite(r[key])]
-                means.append(sum(xs) / len(xs) if xs else None)
+            means = [_finite_mean(rows[a:b], key) for a, b in zip(cuts, cuts[1:])]
             if any(m is not None for m in means):
                 lines.append(f"| {s} | {label} | "
                              + " → ".join(base._fmt(m, digits) for m in means) + " |")
