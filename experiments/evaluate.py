@@ -116,8 +116,10 @@ def main(argv):
             f.write(table + "\n")
         rows = evaluation.results_to_json(results)
         policy = {"dir": str(FLAGS.policy_dir), "fingerprint": hf.fingerprint(model)}
-        for row in rows.values():      # which policy this was (a rebuild is another one)
-            row["policy"] = policy
+        sampling = {"temperature": FLAGS.temperature, "top_p": FLAGS.top_p, "seed": FLAGS.seed}
+        for row in rows.values():      # which policy this was (a rebuild is another one),
+            row["policy"] = policy     # and how it was sampled
+            row["sampling"] = sampling
         with open(FLAGS.out + ".json", "w") as f:
             json.dump(rows, f, indent=2)
     if FLAGS.plot:

@@ -64,6 +64,9 @@ def _solve(ev: Optional[dict]) -> list:
     return [s for s, m in zip(ev.get("scores", []), ev.get("modes", [])) if m == "solve"]
 
 
+DEFAULT_TEMPERATURE = 0.7     # evaluate.py's --temperature
+
+
 class Task:
     """Everything on disk for one task."""
 
@@ -85,6 +88,13 @@ class Task:
         everything = [x for e in [*self.sft.values(), *self.rl.values(), self.pool]
                       for x in _solve(e)]
         self.floor = bak.floor_of(everything, self.baseline, self.lower)
+
+    def temperatures(self, which: str) -> set:
+        """The sampling temperatures of the SFT ("sft") or RL ("rl") evaluations on disk
+        (files written before evaluate.py recorded it were sampled at its default, 0.7)."""
+        evs = self.sft if which == "sft" else self.rl
+        return {float((e.get("sampling") or {}).get("temperature", DEFAULT_TEMPERATURE))
+                for e in evs.values() if e}
 
     def curve(self, scores: list, ks) -> dict:
         if self.floor is None:
@@ -279,6 +289,47 @@ def family_eval_table(t: Task) -> str:
     return "\n".join(lines)
 
 
+def family_by_seed(t: Task) -> str:
+    """Where each seed's policy went: the leading family of its training batches in each
+    third of the updates (solve and improve prompts pooled) and its two leading families at
+    evaluation (solve samples only), each with the best of its valid programs. Seeds that
+    collapse onto different families end with different tails: the pooled tables hide that."""
+    rows = []
+    for s in t.seeds:
+        labels, share = base.family_phases(t.dir / f"seed{s}" / "rl")
+        train = " → ".join(f"{f} {xs[i]:.0%}" for i in range(len(labels))
+                           for f, xs in [max(share.items(), key=lambda kv: kv[1][i])])
+        ev = _by_family({s: t.rl[s]})
+        n = sum(map(len, ev.values()))
+        pick = min if t.lower else max
+        lead = []
+        for f, xs in sorted(ev.items(), key=lambda kv: -len(kv[1]))[:2]:
+            valid = [x for x in xs if x is not None]
+            lead.append(f"{f} {len(xs) / n:.0%} (best {base._fmt(pick(valid) if valid else None)})")
+        if train or lead:
+            rows.append(f"| {s} | {train or '—'} | {', '.join(lead) or '—'} |")
+    if not rows:
+        return ""
+    return "\n".join([
+        f"Where each seed went (leading family and its share; {t.metric} of the best valid "
+        "program of that family at evaluation):", "",
+        "| seed | training batches, thirds of the updates | evaluation, solve samples |",
+        "|---|---|---|"] + rows)
+
+
+def _temperature_text(tasks: list) -> str:
+    """The evaluations' sampling temperatures, and a warning where SFT and RL differ: a
+    policy sampled cooler or hotter is another distribution, and the tables then compare
+    sampling settings as much as policies."""
+    fmt = lambda ts: "/".join(f"{x:g}" for x in sorted(ts)) or "—"  # noqa: E731
+    sft = set().union(*[t.temperatures("sft") for t in tasks])
+    rl = set().union(*[t.temperatures("rl") for t in tasks])
+    if sft == rl:
+        return f"temperature {fmt(sft)}"
+    return (f"**SFT sampled at temperature {fmt(sft)}, RL at {fmt(rl)}: not the same "
+            "sampling, so not comparable as policies**")
+
+
 def run_line(t: Task) -> str:
     parts = []
     for s in t.seeds:
@@ -300,7 +351,7 @@ def build(out_dir: pathlib.Path, md: pathlib.Path) -> str:
             + "; the last invocation's settings). Runs on disk: " + "; ".join(
                 f"{t.id} seeds {', '.join(map(str, t.seeds))}" for t in tasks)
             + ". best@k: the unbiased estimate of the expected best of k programs from the "
-            "N i.i.d. solve samples of each policy (temperature 0.7); an invalid program "
+            f"N i.i.d. solve samples of each policy ({_temperature_text(tasks)}); an invalid program "
             "counts as the sample submission. Mean ± std (sample std) over seeds.", ""]
     summary = ["| task | metric | RL ≥ SFT at every k | best@1 ahead by > 1 std "
                "| best@32 ahead by > 1 std |", "|---|---|---|---|---|"]
@@ -334,6 +385,9 @@ def build(out_dir: pathlib.Path, md: pathlib.Path) -> str:
         fam_eval = family_eval_table(t)
         if fam_eval:
             body += [fam_eval, ""]
+        by_seed = family_by_seed(t)
+        if by_seed:
+            body += [by_seed, ""]
     return "\n".join(head + ["## Summary", ""] + summary + [""] + body)
 
 

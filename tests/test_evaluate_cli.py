@@ -32,6 +32,8 @@ def test_evaluate_random_policy_writes_table(tmp_path):
     assert sum(row["families"].values()) == 2
     # which policy it was: the random one, named by its parameters
     assert row["policy"]["dir"] == "random" and len(row["policy"]["fingerprint"]) == 12
+    # and how it was sampled (a temperature is part of what was measured)
+    assert row["sampling"] == {"temperature": 0.7, "top_p": 1.0, "seed": 0}
     # each sample's family, in the samples' order: the counts are theirs
     assert len(row["sample_families"]) == 2
     assert {f: row["sample_families"].count(f) for f in row["sample_families"]} == row["families"]

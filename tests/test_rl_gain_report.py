@@ -174,3 +174,47 @@ def test_drift_table_averages_each_fifth_of_the_updates(tmp_path):
     (short / "rl").mkdir()
     (short / "rl" / "metrics.jsonl").write_text(json.dumps(rows[0]) + "\n")
     assert rl_gain_report.drift_table(rl_gain_report.Task(tmp_path / "short" / TASK)) == ""
+
+
+def test_each_seed_shows_where_its_policy_went(runs, tmp_path):
+    """Per seed: the leading training family in each third of the updates and the two
+    leading families at evaluation, each with its best valid program."""
+    out, _, _ = runs
+    d = out / TASK / "seed1"
+    rows = [{"step": i + 1, "family/linear": 0.75 - 0.25 * i, "family/svm": 0.25 + 0.25 * i}
+            for i in range(3)]
+    (d / "rl" / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    for s, fams in {0: ["knn", "knn", "svm", "knn"], 1: ["svm", "knn", "svm", "svm"]}.items():
+        p = out / TASK / f"seed{s}" / "rl_eval.json"
+        ev = json.loads(p.read_text())
+        ev[TASK]["sample_families"] = fams
+        p.write_text(json.dumps(ev))
+    table = rl_gain_report.family_by_seed(rl_gain_report.Task(out / TASK))
+    # seed 0's training shares tie (linear 50%, svm 50%): the first in name order leads
+    assert "| 0 | linear 50% → linear 50% → linear 50% | knn 75% (best 0.6000), " \
+           "svm 25% (best 0.7000) |" in table
+    # seed 1 moves from linear to svm; at evaluation its svm samples are 0.55, None, 0.62
+    assert "| 1 | linear 75% → linear 50% → svm 75% | svm 75% (best 0.5500), " \
+           "knn 25% (best 0.6000) |" in table
+
+
+def test_the_report_names_the_sampling_temperature_and_flags_a_mismatch(runs, tmp_path):
+    out, _, _ = runs
+    md_path = tmp_path / "t.md"
+    assert rl_gain_report.main([f"--out_dir={out}", f"--out={md_path}"]) == 0
+    assert "solve samples of each policy (temperature 0.7);" in md_path.read_text()
+    for s in (0, 1):                       # RL evaluated hotter than SFT: not comparable
+        p = out / TASK / f"seed{s}" / "rl_eval.json"
+        ev = json.loads(p.read_text())
+        ev[TASK]["sampling"] = {"temperature": 1.0, "top_p": 1.0, "seed": s}
+        p.write_text(json.dumps(ev))
+    assert rl_gain_report.main([f"--out_dir={out}", f"--out={md_path}"]) == 0
+    assert "**SFT sampled at temperature 0.7, RL at 1: not the same sampling" in \
+        md_path.read_text()
+    for s in (0, 1):
+        p = out / TASK / f"seed{s}" / "sft.json"
+        ev = json.loads(p.read_text())
+        ev[TASK]["sampling"] = {"temperature": 1.0, "top_p": 1.0, "seed": s}
+        p.write_text(json.dumps(ev))
+    assert rl_gain_report.main([f"--out_dir={out}", f"--out={md_path}"]) == 0
+    assert "solve samples of each policy (temperature 1);" in md_path.read_text()
