@@ -34,7 +34,10 @@ flags.DEFINE_enum("search", "sample", ["sample", "greedy"], "sample: solve sampl
 flags.DEFINE_string("plot", None, "Write the best@k curves (this policy and --compare) to this "
                     "PNG, one per task (the task id is added to the name when several).")
 flags.DEFINE_list("compare", [], "LABEL:PATH.json of earlier evaluations to plot beside this one.")
-flags.DEFINE_float("temperature", 0.7, "Sampling temperature.")
+flags.DEFINE_float("temperature", 0.7, "Sampling temperature. Compare policies at one "
+                   "temperature; an RL policy is what it is at its training temperature "
+                   "(launch/rl_gain.sh passes that one to both; experiments/results/"
+                   "rl_gain_build5_klloss_t1.md shows a policy that differs at 0.7).")
 flags.DEFINE_float("top_p", 1.0, "Nucleus sampling.")
 flags.DEFINE_integer("max_prompt_tokens", 768, "Prompt budget (a warm-start policy's prompts are "
                      "also held to the lengths it was fine-tuned on: its warmstart.json).")

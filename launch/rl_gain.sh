@@ -22,7 +22,10 @@
 #   TASK_DIR   where the held-out tasks are written                [OUT/heldout_tasks]
 #   REPORT     the markdown report               [experiments/results/rl_gain.md]
 #   EXTRA_FLAGS  more flags for run.py (e.g. a setting under test)
-#   EVAL_FLAGS   more flags for evaluate.py        [--sample_batch=16: rounds of 16 programs]
+#   EVAL_FLAGS   more flags for evaluate.py [--sample_batch=16: rounds of 16 programs, and
+#                --temperature= the RL runs' own (FLAGFILE's, or EXTRA_FLAGS' when it sets one):
+#                SFT and RL are both sampled as RL trained. evaluate.py's own default is 0.7;
+#                rl_gain_build5_klloss_t1.md shows how far apart the two can be]
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cpu_only
 parse_dry_run "$@"
@@ -41,7 +44,16 @@ TASK_DIR="${TASK_DIR:-$OUT/heldout_tasks}"
 REPORT="${REPORT:-experiments/results/rl_gain.md}"
 FORCE="${FORCE:-0}"
 read -r -a extra <<< "${EXTRA_FLAGS:-}"
-read -r -a evalx <<< "${EVAL_FLAGS:---sample_batch=16}"
+train_temperature() {   # the last --temperature= of the flagfile, then of EXTRA_FLAGS
+  local t=1.0 f
+  if [[ -f "$FLAGFILE" ]]; then
+    f=$(sed -n 's/^--temperature=\([^ ]*\).*/\1/p' "$FLAGFILE" | tail -1)
+    [[ -n "$f" ]] && t="$f"
+  fi
+  for f in "${extra[@]}"; do [[ "$f" == --temperature=* ]] && t="${f#--temperature=}"; done
+  echo "$t"
+}
+read -r -a evalx <<< "${EVAL_FLAGS:---sample_batch=16 --temperature=$(train_temperature)}"
 IFS=',' read -r -a tasks <<< "$TASKS"
 budget=()
 [[ -n "$STEPS" ]] && budget+=("--max_steps=$STEPS")

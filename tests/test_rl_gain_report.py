@@ -116,6 +116,13 @@ def test_rl_gain_dry_run_plans_every_step(tmp_path):
     evals = [c for c in cmds if "evaluate.py" in c]
     assert sum("--noimprove" in c and "--n=16" in c for c in evals) == 4   # SFT + RL, 2 seeds
     assert all("--sample_batch=16" in c for c in evals)
+    # both policies are sampled at the RL runs' own temperature (the flagfile's 1.0) ...
+    assert all("--temperature=1.0" in c for c in evals)
+    hot = subprocess.run(["bash", str(ROOT / "launch" / "rl_gain.sh"), "--dry-run"], cwd=ROOT,
+                         env=dict(env, EXTRA_FLAGS="--temperature=0.9"), capture_output=True,
+                         text=True, timeout=120)
+    evals = [l for l in hot.stdout.splitlines() if l.startswith("+ ") and "evaluate.py" in l]
+    assert evals and all("--temperature=0.9" in c for c in evals)   # ... or the one they ran at
     assert "rl_gain_report.py" in cmds[-1]
     bad = subprocess.run(["bash", str(ROOT / "launch" / "rl_gain.sh"), "--now"], cwd=ROOT,
                          env=env, capture_output=True, text=True, timeout=60)
