@@ -294,14 +294,13 @@ def family_by_seed(t: Task) -> str:
     third of the updates (solve and improve prompts pooled) and its two leading families at
     evaluation (solve samples only), each with the best of its valid programs. Seeds that
     collapse onto different families end with different tails: the pooled tables hide that."""
-    rows = []
+    rows, pick = [], (min if t.lower else max)
     for s in t.seeds:
         labels, share = base.family_phases(t.dir / f"seed{s}" / "rl")
-        train = " → ".join(f"{f} {xs[i]:.0%}" for i in range(len(labels))
-                           for f, xs in [max(share.items(), key=lambda kv: kv[1][i])])
+        leaders = [max(share, key=lambda f: share[f][i]) for i in range(len(labels))]
+        train = " → ".join(f"{f} {share[f][i]:.0%}" for i, f in enumerate(leaders))
         ev = _by_family({s: t.rl[s]})
         n = sum(map(len, ev.values()))
-        pick = min if t.lower else max
         lead = []
         for f, xs in sorted(ev.items(), key=lambda kv: -len(kv[1]))[:2]:
             valid = [x for x in xs if x is not None]
