@@ -64,7 +64,9 @@ def _solve(ev: Optional[dict]) -> list:
     return [s for s, m in zip(ev.get("scores", []), ev.get("modes", [])) if m == "solve"]
 
 
-DEFAULT_TEMPERATURE = 0.7     # evaluate.py's --temperature
+# Files evaluate.py wrote before it recorded `sampling` were sampled at its default then, 0.7.
+# A fact about those files: it stays 0.7 whatever evaluate.py's default becomes.
+UNRECORDED_TEMPERATURE = 0.7
 
 
 class Task:
@@ -91,9 +93,9 @@ class Task:
 
     def temperatures(self, which: str) -> set:
         """The sampling temperatures of the SFT ("sft") or RL ("rl") evaluations on disk
-        (files written before evaluate.py recorded it were sampled at its default, 0.7)."""
+        (files without a recorded one: ``UNRECORDED_TEMPERATURE``)."""
         evs = self.sft if which == "sft" else self.rl
-        return {float((e.get("sampling") or {}).get("temperature", DEFAULT_TEMPERATURE))
+        return {float((e.get("sampling") or {}).get("temperature", UNRECORDED_TEMPERATURE))
                 for e in evs.values() if e}
 
     def curve(self, scores: list, ks) -> dict:
