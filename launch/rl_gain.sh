@@ -45,7 +45,7 @@ REPORT="${REPORT:-experiments/results/rl_gain.md}"
 FORCE="${FORCE:-0}"
 read -r -a extra <<< "${EXTRA_FLAGS:-}"
 train_temperature() {   # the last --temperature= of the flagfile, then of EXTRA_FLAGS
-  local t=1.0 f
+  local t=1.0 f          # neither sets one: run.py's default (mle_rl/config.py), 1.0
   if [[ -f "$FLAGFILE" ]]; then
     f=$(sed -n 's/^--temperature=\([^ ]*\).*/\1/p' "$FLAGFILE" | tail -1)
     [[ -n "$f" ]] && t="$f"
