@@ -274,6 +274,34 @@ class GroupAdvantageTest(chex.TestCase):
     np.testing.assert_array_equal(quiet[:4], 0.0)
     np.testing.assert_allclose(quiet[4:], noisy[4:], rtol=1e-6)
 
+  @parameterized.parameters((0.25, False), (0.5, True), (1.0, False))
+  def test_max_at_k_mean_coef_mixes_in_rloo(self, lam, normalize_std):
+    """λ: (1 - λ) of the best-of-k advantage plus λ of RLOO's, then the std division; at
+    k = n - 1 a failure then costs more than a valid program below the best."""
+    scores, groups = self._data()
+    scores = np.concatenate([scores, np.array([0.9, -10.0, 0.3, 0.9], np.float32)])
+    groups = np.concatenate([groups, np.full(4, 5, np.int32)])
+    out = np.asarray(advantages.max_at_k(scores, groups, 3, normalize_std=normalize_std,
+                                         mean_coef=lam))
+    want = ((1 - lam) * _max_at_k_ref(scores, groups, 3, False)
+            + lam * _rloo_ref(scores, groups))
+    want[6] = scores[6]                                               # singleton keeps it
+    want[7:10] = 0.0                                                  # equal scores: none
+    if normalize_std:
+      for g in set(groups.tolist()):
+        ix = groups == g
+        if ix.sum() > 1:
+          want[ix] = want[ix] / (want[ix].std() + 1e-6)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+    group = np.array([0.80, 0.85, 0.82, -10.0], np.float32)
+    g0 = np.zeros(4, np.int32)
+    alone = np.asarray(advantages.max_at_k(group, g0, 3, normalize_std=False))
+    mixed = np.asarray(advantages.max_at_k(group, g0, 3, normalize_std=False, mean_coef=0.25))
+    self.assertAlmostEqual(float(alone[3]), float(alone[0]), places=5)   # k = n - 1: alike
+    self.assertLess(float(mixed[3]), float(mixed[0]) - 2.0)              # λ: the failure pays
+    with self.assertRaises(ValueError):
+      advantages.max_at_k(group, g0, 3, mean_coef=1.5)
+
   def test_max_at_k_refuses_k_below_one(self):
     with self.assertRaises(ValueError):
       advantages.max_at_k(np.ones(2, np.float32), np.zeros(2, np.int32), 0)

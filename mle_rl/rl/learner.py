@@ -81,6 +81,7 @@ class PPOConfig:
     advantage: str = "gae"          # gae (critic) | grpo | rloo | max_at_k (critic-free)
     grpo_std: bool = True           # GRPO, max_at_k: divide by the group's std (False: Dr. GRPO)
     best_of_k: int = 4              # max_at_k: the k of the expected best of k draws
+    best_of_k_mean_coef: float = 0.0   # max_at_k: λ of (1 - λ) E[best of k] + λ E[score]
     gamma: float = 1.0
     lam: float = 0.95
     epochs: int = 1
@@ -105,6 +106,8 @@ class PPOConfig:
         check(self.advantage in ADVANTAGES,
               f"advantage must be one of {ADVANTAGES}, got {self.advantage!r}.")
         check(self.best_of_k >= 1, f"best_of_k must be >= 1, got {self.best_of_k}.")
+        check(0.0 <= self.best_of_k_mean_coef <= 1.0,
+              f"best_of_k_mean_coef must be in [0, 1], got {self.best_of_k_mean_coef}.")
         check(self.kl_ctrl in KL_CONTROLLERS,
               f"kl_ctrl must be one of {KL_CONTROLLERS}, got {self.kl_ctrl!r}.")
         check(self.kl_ctrl == "fixed" or (self.kl_target > 0 and self.kl_horizon > 0
