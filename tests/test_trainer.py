@@ -389,10 +389,10 @@ def test_default_flagfile_parses_to_the_tuned_learner(tmp_path):
     assert cfg.buffer.batch_size % cfg.buffer.group_size == 0 and cfg.buffer.group_size > 1
     assert cfg.ppo.best_of_k <= cfg.buffer.group_size
     assert cfg.ppo.kl_coef == 0.0 and cfg.ppo.use_kl_loss and cfg.ppo.kl_loss_coef > 0
-    flags.FLAGS.unparse_flags()
-    flags.FLAGS(["x", f"--flagfile={ROOT / 'experiments' / 'tabular.flags'}",
-                 f"--workdir={tmp_path}", "--best_of_k_mean_coef=0.25"])
-    assert config.from_flags(flags.FLAGS).ppo.best_of_k_mean_coef == 0.25
+
+
+def test_best_of_k_mean_coef_reaches_the_learner(tmp_path):
+    assert _config(tmp_path, best_of_k_mean_coef=0.25).ppo.best_of_k_mean_coef == 0.25
 
 
 def test_grpo_batches_hold_whole_groups_of_one_prompt(tmp_path, cache, monkeypatch):
