@@ -177,6 +177,11 @@ def define_flags():
                    "mean score in the objective, (1 - λ) E[best of k] + λ E[score]; with k "
                    "near --group_size the best-of-k term alone gives a failure the same "
                    "advantage as a valid program below the group's best (rl/advantages.py).")
+    d.DEFINE_float("best_of_k_valid_coef", 0.0, "--advantage=max_at_k: failures counted "
+                   "separately: the share μ of a validity term (RLOO of 1 = graded submission), "
+                   "each term divided by its own group std before the mix, so a failure pays "
+                   "without shrinking the differences between valid programs "
+                   "(rl/advantages.py).")
     d.DEFINE_integer("group_size", 1, "Samples per prompt (verl rollout.n); the buffer "
                      "releases a prompt's samples to the learner only together.")
     d.DEFINE_float("kl_coef", 0.02, "KL(policy || reference) penalty in the reward (verl "
@@ -309,6 +314,8 @@ def _check_learner_flags(f):
     _check(f.best_of_k >= 1, f"--best_of_k must be >= 1, got {f.best_of_k}.")
     _check(0.0 <= f.best_of_k_mean_coef <= 1.0,
            f"--best_of_k_mean_coef must be in [0, 1], got {f.best_of_k_mean_coef}.")
+    _check(0.0 <= f.best_of_k_valid_coef <= 1.0,
+           f"--best_of_k_valid_coef must be in [0, 1], got {f.best_of_k_valid_coef}.")
     _check(f.loss_scale_factor is None or f.loss_scale_factor > 0,
            "--loss_scale_factor must be > 0.")
     _check(f.max_skipped_updates >= 1, "--max_skipped_updates must be >= 1.")
@@ -322,7 +329,8 @@ def _learner_options(f) -> dict:
     return dict(clip_eps_high=f.clip_eps_high, clip_ratio_c=f.clip_ratio_c or None,
                 value_clip_eps=f.value_clip_eps, weight_decay=f.weight_decay,
                 advantage=f.advantage, grpo_std=f.grpo_std, best_of_k=f.best_of_k,
-                best_of_k_mean_coef=f.best_of_k_mean_coef, kl_ctrl=f.kl_ctrl,
+                best_of_k_mean_coef=f.best_of_k_mean_coef,
+                best_of_k_valid_coef=f.best_of_k_valid_coef, kl_ctrl=f.kl_ctrl,
                 kl_target=f.kl_target, kl_horizon=f.kl_horizon, use_kl_loss=f.use_kl_loss,
                 kl_loss_coef=f.kl_loss_coef, kl_loss_kind=f.kl_loss_kind,
                 loss_scale_factor=scale)

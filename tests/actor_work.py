@@ -121,6 +121,15 @@ def scored_work(request, ctx) -> ActionResult:
                         message="scripted")
 
 
+def scored_or_failed_work(request, ctx) -> ActionResult:
+    """As `scored_work`, but every fifth request fails (reward -10): groups that mix
+    failures and valid programs of varied scores."""
+    if request.request_id % 5 == 0:
+        return ActionResult(status="error", score=None, reward=-10.0, duration_s=0.05,
+                            message="scripted failure")
+    return scored_work(request, ctx)
+
+
 # ---------------------------------------------------------------- trainer stand-in
 
 def parent_main(num_actors: int, from_thread: bool) -> None:

@@ -145,6 +145,7 @@ def test_collate_layout_shapes_and_masks():
     np.testing.assert_array_equal(batch["policy_version"], [0, 4])
     np.testing.assert_array_equal(batch["status"], [STATUSES.index("ok"),
                                                     STATUSES.index("timeout")])
+    np.testing.assert_array_equal(batch["valid"], [1.0, 0.0])        # graded or not
     np.testing.assert_array_equal(batch["prompt_kind"], [0, 1])
     assert batch["scores"][0] == np.float32(0.7) and np.isnan(batch["scores"][1])
     np.testing.assert_array_equal(batch["prompt_lengths"], [2, 4])

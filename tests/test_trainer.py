@@ -189,6 +189,7 @@ def _config(workdir, **over):
     (["--num_processes=2"], "--coordinator_address"),
     (["--temperature=0"], "--temperature must be > 0"),
     (["--best_of_k_mean_coef=1.5"], "--best_of_k_mean_coef must be in"),
+    (["--best_of_k_valid_coef=-0.1"], "--best_of_k_valid_coef must be in"),
 ])
 def test_contradictory_settings_fail_with_one_line(tmp_path, bad, message):
     with pytest.raises(config.ConfigError, match=message):
@@ -393,6 +394,26 @@ def test_default_flagfile_parses_to_the_tuned_learner(tmp_path):
 
 def test_best_of_k_mean_coef_reaches_the_learner(tmp_path):
     assert _config(tmp_path, best_of_k_mean_coef=0.25).ppo.best_of_k_mean_coef == 0.25
+
+
+def test_best_of_k_valid_coef_runs_through_the_loop(tmp_path, cache, monkeypatch):
+    """--best_of_k_valid_coef: the learner asks the batch for `valid` (collate's column),
+    and updates on groups that mix failures with valid programs."""
+    monkeypatch.setenv("MLE_RL_CACHE", str(cache))
+    from mle_rl.agent.trainer import Trainer
+    from tests import actor_work
+    cfg = _config(tmp_path / "run", max_steps=2, advantage="max_at_k", group_size=4,
+                  best_of_k=4, kl_coef=0.0, best_of_k_valid_coef=0.25)
+    assert cfg.ppo.best_of_k_valid_coef == 0.25 and "valid" in cfg.ppo.batch_keys
+    assert "valid" not in _config(tmp_path / "other", advantage="max_at_k",
+                                  group_size=4).ppo.batch_keys
+    trainer = Trainer(cfg, log=lambda *_: None,
+                      work_fn=f"{actor_work.__name__}:scored_or_failed_work")
+    assert trainer.run()["updates"] == 2
+    rows = _metrics(tmp_path / "run")
+    assert any(r["valid_frac"] < 1.0 for r in rows)
+    assert all(r["nonfinite_skips"] == 0 for r in rows)
+    assert any(r["adv_zero_frac"] < 1.0 for r in rows)
 
 
 def test_grpo_batches_hold_whole_groups_of_one_prompt(tmp_path, cache, monkeypatch):

@@ -48,7 +48,7 @@ from mle_rl.rl.ppo_update import ppo_update
 BATCH_SPECS = {"tokens": (2, jnp.int32), "attention_mask": (2, jnp.int32),
                "response_mask": (2, jnp.int32), "behaviour_logprobs": (2, jnp.float32),
                "rewards": (1, jnp.float32), "durations": (1, jnp.float32),
-               "group_ids": (1, jnp.int32)}
+               "group_ids": (1, jnp.int32), "valid": (1, jnp.float32)}
 
 
 def abstract_policy(cfg: ModelConfig, dtype=jnp.float32) -> qwen2.Qwen2:

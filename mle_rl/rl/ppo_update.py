@@ -85,7 +85,9 @@ def _prepare(learner, state: TrainState, batch: dict):
             seq_adv = adv_lib.max_at_k(scores, group_ids, cfg.best_of_k,
                                        normalize_std=cfg.grpo_std,
                                        signal=batch["rewards"].astype(jnp.float32),
-                                       mean_coef=cfg.best_of_k_mean_coef)
+                                       mean_coef=cfg.best_of_k_mean_coef,
+                                       valid=batch.get("valid"),
+                                       valid_coef=cfg.best_of_k_valid_coef)
         else:
             seq_adv = adv_lib.rloo(scores, group_ids)
         adv = adv_lib.broadcast_sequence_advantage(seq_adv, mask)
