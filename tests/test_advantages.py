@@ -178,12 +178,17 @@ def _max_at_k_ref(scores, groups, k, normalize_std):
     first = scores[i] if kk == 1 else np.mean(
         [max(scores[i], scores[list(t)].max()) for t in itertools.combinations(others, kk - 1)])
     out[i] = first - base
-  if normalize_std:
-    for g in set(groups.tolist()):
-      ix = groups == g
-      if ix.sum() > 1:
-        out[ix] = out[ix] / (out[ix].std() + 1e-6)
-  return out
+  return _group_normalized(out, groups) if normalize_std else out
+
+
+def _group_normalized(x, groups):
+  """``x`` divided by its (population) std over each group of two or more."""
+  x = x.copy()
+  for g in set(groups.tolist()):
+    ix = groups == g
+    if ix.sum() > 1:
+      x[ix] = x[ix] / (x[ix].std() + 1e-6)
+  return x
 
 
 class GroupAdvantageTest(chex.TestCase):
@@ -288,10 +293,7 @@ class GroupAdvantageTest(chex.TestCase):
     want[6] = scores[6]                                               # singleton keeps it
     want[7:10] = 0.0                                                  # equal scores: none
     if normalize_std:
-      for g in set(groups.tolist()):
-        ix = groups == g
-        if ix.sum() > 1:
-          want[ix] = want[ix] / (want[ix].std() + 1e-6)
+      want = _group_normalized(want, groups)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
     group = np.array([0.80, 0.85, 0.82, -10.0], np.float32)
     g0 = np.zeros(4, np.int32)
@@ -315,11 +317,7 @@ class GroupAdvantageTest(chex.TestCase):
     adv_v = _rloo_ref(valid, groups)
     adv_k[7:10] = 0.0                                                 # equal scores: none
     if normalize_std:
-      for g in set(groups.tolist()):
-        ix = groups == g
-        if ix.sum() > 1:
-          adv_k[ix] = adv_k[ix] / (adv_k[ix].std() + 1e-6)
-          adv_v[ix] = adv_v[ix] / (adv_v[ix].std() + 1e-6)
+      adv_k, adv_v = _group_normalized(adv_k, groups), _group_normalized(adv_v, groups)
     want = (1 - mu) * adv_k + mu * adv_v
     want[6] = scores[6]                                               # singleton keeps it
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
