@@ -166,8 +166,8 @@ def define_flags():
     d.DEFINE_enum("advantage", "gae", ["gae", "grpo", "rloo", "max_at_k"],
                   "Advantage estimator (verl adv_estimator; max_at_k: the leave-one-out "
                   "gradient of the expected best of --best_of_k samples, "
-                  "rl/advantages.py); grpo / rloo / max_at_k are critic-free (no value model) and need "
-                  "--group_size >= 2.")
+                  "rl/group_advantages.py); grpo / rloo / max_at_k are critic-free (no value "
+                  "model) and need --group_size >= 2.")
     d.DEFINE_bool("grpo_std", True, "GRPO and max_at_k: divide by the group's std (verl "
                   "norm_adv_by_std_in_grpo; false = Dr. GRPO).")
     d.DEFINE_integer("best_of_k", 4, "--advantage=max_at_k: the k of the expected best of k "
@@ -176,12 +176,13 @@ def define_flags():
     d.DEFINE_float("best_of_k_mean_coef", 0.0, "--advantage=max_at_k: the share λ of the "
                    "mean score in the objective, (1 - λ) E[best of k] + λ E[score]; with k "
                    "near --group_size the best-of-k term alone gives a failure the same "
-                   "advantage as a valid program below the group's best (rl/advantages.py).")
+                   "advantage as a valid program below the group's best "
+                   "(rl/group_advantages.py).")
     d.DEFINE_float("best_of_k_valid_coef", 0.0, "--advantage=max_at_k: failures counted "
                    "separately: the share μ of a validity term (RLOO of 1 = graded submission), "
                    "each term divided by its own group std before the mix, so a failure pays "
                    "without shrinking the differences between valid programs "
-                   "(rl/advantages.py).")
+                   "(rl/group_advantages.py).")
     d.DEFINE_integer("group_size", 1, "Samples per prompt (verl rollout.n); the buffer "
                      "releases a prompt's samples to the learner only together.")
     d.DEFINE_float("kl_coef", 0.02, "KL(policy || reference) penalty in the reward (verl "

@@ -1,9 +1,6 @@
 """Tests of mle_rl.rl.advantages against plain NumPy loops (chex variants: jit / no jit)."""
 
-import itertools
-
 import chex
-import jax.numpy as jnp
 import numpy as np
 from absl.testing import parameterized
 
@@ -108,6 +105,13 @@ class RewardPlacementTest(chex.TestCase):
     m = np.array([[1, 1, 0], [0, 0, 0], [0, 1, 1]])
     np.testing.assert_array_equal(advantages.last_token_index(m), [1, -1, 2])
 
+  def test_sequence_scores_and_broadcast(self):
+    r = np.array([[0.0, 1.0, 5.0], [2.0, -1.0, 0.0]], np.float32)
+    m = np.array([[1, 1, 0], [1, 1, 1]], np.float32)
+    np.testing.assert_allclose(advantages.sequence_scores(r, m), [1.0, 1.0])
+    out = advantages.broadcast_sequence_advantage(np.array([2.0, -3.0], np.float32), m)
+    np.testing.assert_allclose(out, [[2.0, 2.0, 0.0], [-3.0, -3.0, -3.0]])
+
 
 class WhitenTest(chex.TestCase):
 
@@ -142,201 +146,3 @@ class WhitenTest(chex.TestCase):
   def test_single_valid_entry_is_finite(self):
     out = advantages.whiten(np.array([[3.0, 0.0]], np.float32), np.array([[1, 0]], np.float32))
     self.assertTrue(np.isfinite(np.asarray(out)).all())
-
-
-def _grpo_ref(scores, groups, normalize_std=True, eps=1e-6):
-  """verl's compute_grpo_outcome_advantage, over a plain loop of groups."""
-  out = np.zeros_like(scores)
-  for g in np.unique(groups):
-    idx = np.flatnonzero(groups == g)
-    s = scores[idx]
-    mean, std = (0.0, 1.0) if len(s) == 1 else (s.mean(), s.std(ddof=1))
-    out[idx] = (s - mean) / (std + eps) if normalize_std else s - mean
-  return out
-
-
-def _rloo_ref(scores, groups):
-  """verl's compute_rloo_outcome_advantage: baseline = mean of the others."""
-  out = scores.copy()
-  for i, g in enumerate(groups):
-    others = scores[(groups == g) & (np.arange(len(scores)) != i)]
-    if len(others):
-      out[i] = scores[i] - others.mean()
-  return out
-
-
-def _max_at_k_ref(scores, groups, k, normalize_std):
-  """Brute force over subsets: E[best of k' draws containing i] - E[best of k' others]."""
-  out = np.zeros(len(scores))
-  for i in range(len(scores)):
-    others = [j for j in range(len(scores)) if groups[j] == groups[i] and j != i]
-    if not others:
-      out[i] = scores[i]
-      continue
-    kk = min(k, len(others))
-    base = np.mean([scores[list(u)].max() for u in itertools.combinations(others, kk)])
-    first = scores[i] if kk == 1 else np.mean(
-        [max(scores[i], scores[list(t)].max()) for t in itertools.combinations(others, kk - 1)])
-    out[i] = first - base
-  return _group_normalized(out, groups) if normalize_std else out
-
-
-def _group_normalized(x, groups):
-  """``x`` divided by its (population) std over each group of two or more."""
-  x = x.copy()
-  for g in set(groups.tolist()):
-    ix = groups == g
-    if ix.sum() > 1:
-      x[ix] = x[ix] / (x[ix].std() + 1e-6)
-  return x
-
-
-class GroupAdvantageTest(chex.TestCase):
-
-  def _data(self):
-    rng = np.random.default_rng(3)
-    scores = rng.normal(size=11).astype(np.float32)
-    groups = np.array([5, 5, 5, 5, 2, 2, 9, 7, 7, 7, 2], np.int32)  # interleaved, a singleton
-    scores[7:10] = 0.25                                               # a group of equal scores
-    return scores, groups
-
-  @chex.variants(with_jit=True, without_jit=True)
-  @parameterized.parameters(True, False)
-  def test_grpo_matches_reference(self, normalize_std):
-    scores, groups = self._data()
-    out = self.variant(lambda s, g: advantages.grpo(s, g, normalize_std=normalize_std))(
-        scores, groups)
-    np.testing.assert_allclose(out, _grpo_ref(scores, groups, normalize_std), rtol=1e-5,
-                               atol=1e-6)
-    np.testing.assert_allclose(np.asarray(out)[7:10], 0.0, atol=1e-6)  # no signal
-    self.assertAlmostEqual(float(out[6]), float(scores[6]), places=5)  # singleton keeps it
-
-  @chex.variants(with_jit=True, without_jit=True)
-  def test_rloo_matches_reference(self):
-    scores, groups = self._data()
-    out = self.variant(advantages.rloo)(scores, groups)
-    np.testing.assert_allclose(out, _rloo_ref(scores, groups), rtol=1e-5, atol=1e-6)
-
-  def test_sequence_scores_and_broadcast(self):
-    r = np.array([[0.0, 1.0, 5.0], [2.0, -1.0, 0.0]], np.float32)
-    m = np.array([[1, 1, 0], [1, 1, 1]], np.float32)
-    np.testing.assert_allclose(advantages.sequence_scores(r, m), [1.0, 1.0])
-    out = advantages.broadcast_sequence_advantage(np.array([2.0, -3.0], np.float32), m)
-    np.testing.assert_allclose(out, [[2.0, 2.0, 0.0], [-3.0, -3.0, -3.0]])
-
-  def test_float_group_ids_are_refused(self):
-    with self.assertRaises(AssertionError):
-      advantages.grpo(np.ones(3, np.float32), np.ones(3, np.float32))
-
-  @chex.variants(with_jit=True, without_jit=True)
-  @parameterized.parameters((1, False), (2, False), (3, True), (4, False), (4, True), (9, False))
-  def test_max_at_k_matches_brute_force(self, k, normalize_std):
-    scores, groups = self._data()
-    scores = np.concatenate([scores, np.array([0.9, -10.0, 0.3, 0.9], np.float32)])
-    groups = np.concatenate([groups, np.full(4, 5, np.int32)])   # a tie and a failure
-    out = self.variant(lambda s, g: advantages.max_at_k(s, g, k, normalize_std=normalize_std))(
-        scores, groups)
-    np.testing.assert_allclose(out, _max_at_k_ref(scores, groups, k, normalize_std),
-                               rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(np.asarray(out)[7:10], 0.0, atol=1e-6)  # equal scores: none
-    self.assertAlmostEqual(float(out[6]), float(scores[6]), places=5)  # singleton keeps it
-
-  def test_max_at_k_one_is_rloo_and_largest_k_credits_only_the_best(self):
-    scores = np.array([0.2, 0.8, -10.0, 0.5, 0.79], np.float32)
-    groups = np.zeros(5, np.int32)
-    np.testing.assert_allclose(advantages.max_at_k(scores, groups, 1, normalize_std=False),
-                               advantages.rloo(scores, groups), rtol=1e-5, atol=1e-6)
-    top = np.asarray(advantages.max_at_k(scores, groups, 4, normalize_std=False))
-    self.assertAlmostEqual(float(top[1]), 0.8 - 0.79, places=5)   # best: over the next best
-    self.assertTrue(np.all(np.delete(top, 1) <= 0.0))
-
-  def test_max_at_k_failure_does_not_drown_the_valid_ones(self):
-    """One -10 in a group moves the valid samples' advantages little at k = 4, where it
-    shifts every RLOO advantage by about 10 / (n - 1)."""
-    valid = np.array([0.80, 0.82, 0.85, 0.86, 0.83, 0.81, 0.84], np.float32)
-    groups = np.zeros(8, np.int32)
-    with_fail = np.concatenate([valid, [-10.0]]).astype(np.float32)
-    with_ok = np.concatenate([valid, [0.80]]).astype(np.float32)
-    a_fail = np.asarray(advantages.max_at_k(with_fail, groups, 4, normalize_std=False))[:7]
-    a_ok = np.asarray(advantages.max_at_k(with_ok, groups, 4, normalize_std=False))[:7]
-    r_fail = np.asarray(advantages.rloo(with_fail, groups))[:7]
-    r_ok = np.asarray(advantages.rloo(with_ok, groups))[:7]
-    self.assertLess(np.abs(a_fail - a_ok).max(), 0.01)
-    self.assertGreater(np.abs(r_fail - r_ok).min(), 1.0)
-    self.assertEqual(int(np.argmax(a_fail)), 3)            # the best valid one is credited most
-
-  def test_max_at_k_signal_silences_groups_whose_rewards_are_equal(self):
-    """Equal rewards, scores apart only by tiny KL terms: without ``signal`` the std division
-    makes unit-scale advantages of that noise; with the rewards as ``signal`` they are 0,
-    and a group whose rewards differ keeps exactly its advantages."""
-    rewards = np.array([0.8] * 4 + [0.1, 0.9, 0.5, 0.3], np.float32)
-    kl_noise = np.array([1e-4, -2e-4, 3e-4, 0.0, 1e-4, -1e-4, 2e-4, 0.0], np.float32)
-    scores = rewards + kl_noise
-    groups = np.array([0] * 4 + [1] * 4, np.int32)
-    noisy = np.asarray(advantages.max_at_k(scores, groups, 2))
-    self.assertGreater(np.abs(noisy[:4]).max(), 0.5)
-    quiet = np.asarray(advantages.max_at_k(scores, groups, 2, signal=rewards))
-    np.testing.assert_array_equal(quiet[:4], 0.0)
-    np.testing.assert_allclose(quiet[4:], noisy[4:], rtol=1e-6)
-
-  @parameterized.parameters((0.25, False), (0.5, True), (1.0, False))
-  def test_max_at_k_mean_coef_mixes_in_rloo(self, lam, normalize_std):
-    """λ: (1 - λ) of the best-of-k advantage plus λ of RLOO's, then the std division; at
-    k = n - 1 a failure then costs more than a valid program below the best."""
-    scores, groups = self._data()
-    scores = np.concatenate([scores, np.array([0.9, -10.0, 0.3, 0.9], np.float32)])
-    groups = np.concatenate([groups, np.full(4, 5, np.int32)])
-    out = np.asarray(advantages.max_at_k(scores, groups, 3, normalize_std=normalize_std,
-                                         mean_coef=lam))
-    want = ((1 - lam) * _max_at_k_ref(scores, groups, 3, False)
-            + lam * _rloo_ref(scores, groups))
-    want[6] = scores[6]                                               # singleton keeps it
-    want[7:10] = 0.0                                                  # equal scores: none
-    if normalize_std:
-      want = _group_normalized(want, groups)
-    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
-    group = np.array([0.80, 0.85, 0.82, -10.0], np.float32)
-    g0 = np.zeros(4, np.int32)
-    alone = np.asarray(advantages.max_at_k(group, g0, 3, normalize_std=False))
-    mixed = np.asarray(advantages.max_at_k(group, g0, 3, normalize_std=False, mean_coef=0.25))
-    self.assertAlmostEqual(float(alone[3]), float(alone[0]), places=5)   # k = n - 1: alike
-    self.assertLess(float(mixed[3]), float(mixed[0]) - 2.0)              # λ: the failure pays
-    with self.assertRaises(ValueError):
-      advantages.max_at_k(group, g0, 3, mean_coef=1.5)
-
-  @parameterized.parameters((0.2, True), (0.5, False))
-  def test_max_at_k_valid_coef_counts_failures_on_their_own_scale(self, mu, normalize_std):
-    """μ: (1 - μ) of the best-of-k advantage plus μ of RLOO's advantage of the validity
-    indicator, each divided by its own group std; a group with no failure keeps Â_k."""
-    scores, groups = self._data()
-    valid = np.ones(len(scores), np.float32)
-    scores[1], valid[1] = -10.0, 0.0                                  # a failure in group 5
-    out = np.asarray(advantages.max_at_k(scores, groups, 2, normalize_std=normalize_std,
-                                         valid=valid, valid_coef=mu))
-    adv_k = _max_at_k_ref(scores, groups, 2, False)
-    adv_v = _rloo_ref(valid, groups)
-    adv_k[7:10] = 0.0                                                 # equal scores: none
-    if normalize_std:
-      adv_k, adv_v = _group_normalized(adv_k, groups), _group_normalized(adv_v, groups)
-    want = (1 - mu) * adv_k + mu * adv_v
-    want[6] = scores[6]                                               # singleton keeps it
-    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
-    alone = np.asarray(advantages.max_at_k(scores, groups, 2, normalize_std=normalize_std))
-    no_failure = (groups != 5) & (groups != 9)                       # 9: the singleton
-    np.testing.assert_allclose(out[no_failure], (1 - mu) * alone[no_failure], rtol=1e-4,
-                               atol=1e-5)
-    ix = groups == 5
-    # Within the failure's group the valid programs keep their order and their spread
-    # relative to each other; the failure falls below all of them.
-    np.testing.assert_allclose(np.diff(out[ix][[0, 2, 3]]),
-                               (1 - mu) * np.diff(alone[ix][[0, 2, 3]]), rtol=1e-4, atol=1e-5)
-    self.assertLess(float(out[1]), float(out[ix].min()) + 1e-6)
-    with self.assertRaises(ValueError):
-      advantages.max_at_k(scores, groups, 2, valid_coef=0.5)         # needs `valid`
-    with self.assertRaises(ValueError):
-      advantages.max_at_k(scores, groups, 2, valid=valid, valid_coef=1.5)
-
-  def test_max_at_k_refuses_k_below_one(self):
-    with self.assertRaises(ValueError):
-      advantages.max_at_k(np.ones(2, np.float32), np.zeros(2, np.int32), 0)
-

@@ -24,6 +24,7 @@ from flax import nnx
 
 from mle_rl.models.qwen2 import Qwen2
 from mle_rl.rl import advantages as adv_lib
+from mle_rl.rl import group_advantages as group_adv
 from mle_rl.rl import kl as rl_kl
 from mle_rl.rl import losses
 
@@ -78,18 +79,18 @@ def _prepare(learner, state: TrainState, batch: dict):
         scores = adv_lib.sequence_scores(token_r, mask)
         group_ids = batch["group_ids"].astype(jnp.int32)
         if cfg.advantage == "grpo":
-            seq_adv = adv_lib.grpo(scores, group_ids, normalize_std=cfg.grpo_std)
+            seq_adv = group_adv.grpo(scores, group_ids, normalize_std=cfg.grpo_std)
         elif cfg.advantage == "max_at_k":
             # A group whose rewards are all equal carries no signal, however its KL
-            # penalties differ (advantages.max_at_k's ``signal``).
-            seq_adv = adv_lib.max_at_k(scores, group_ids, cfg.best_of_k,
-                                       normalize_std=cfg.grpo_std,
-                                       signal=batch["rewards"].astype(jnp.float32),
-                                       mean_coef=cfg.best_of_k_mean_coef,
-                                       valid=batch.get("valid"),
-                                       valid_coef=cfg.best_of_k_valid_coef)
+            # penalties differ (group_advantages.max_at_k's ``signal``).
+            seq_adv = group_adv.max_at_k(scores, group_ids, cfg.best_of_k,
+                                         normalize_std=cfg.grpo_std,
+                                         signal=batch["rewards"].astype(jnp.float32),
+                                         mean_coef=cfg.best_of_k_mean_coef,
+                                         valid=batch.get("valid"),
+                                         valid_coef=cfg.best_of_k_valid_coef)
         else:
-            seq_adv = adv_lib.rloo(scores, group_ids)
+            seq_adv = group_adv.rloo(scores, group_ids)
         adv = adv_lib.broadcast_sequence_advantage(seq_adv, mask)
         metrics["adv_zero_frac"] = jnp.mean((jnp.abs(seq_adv) < 1e-6).astype(jnp.float32))
     else:
