@@ -179,8 +179,8 @@ def define_flags():
                    "advantage as a valid program below the group's best "
                    "(rl/group_advantages.py).")
     d.DEFINE_float("best_of_k_valid_coef", 0.0, "--advantage=max_at_k: failures counted "
-                   "separately: the share μ of a validity term (RLOO of 1 = graded submission), "
-                   "each term divided by its own group std before the mix, so a failure pays "
+                   "separately: the best-of-k advantage plus μ times a validity term (RLOO of 1 = "
+                   "graded submission), each divided by its own group std, so a failure pays "
                    "without shrinking the differences between valid programs "
                    "(rl/group_advantages.py).")
     d.DEFINE_integer("group_size", 1, "Samples per prompt (verl rollout.n); the buffer "
@@ -315,8 +315,8 @@ def _check_learner_flags(f):
     _check(f.best_of_k >= 1, f"--best_of_k must be >= 1, got {f.best_of_k}.")
     _check(0.0 <= f.best_of_k_mean_coef <= 1.0,
            f"--best_of_k_mean_coef must be in [0, 1], got {f.best_of_k_mean_coef}.")
-    _check(0.0 <= f.best_of_k_valid_coef <= 1.0,
-           f"--best_of_k_valid_coef must be in [0, 1], got {f.best_of_k_valid_coef}.")
+    _check(f.best_of_k_valid_coef >= 0.0,
+           f"--best_of_k_valid_coef must be >= 0, got {f.best_of_k_valid_coef}.")
     _check(f.loss_scale_factor is None or f.loss_scale_factor > 0,
            "--loss_scale_factor must be > 0.")
     _check(f.max_skipped_updates >= 1, "--max_skipped_updates must be >= 1.")

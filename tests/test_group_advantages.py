@@ -163,10 +163,10 @@ class GroupAdvantageTest(chex.TestCase):
     with self.assertRaises(ValueError):
       group_advantages.max_at_k(group, g0, 3, mean_coef=1.5)
 
-  @parameterized.parameters((0.2, True), (0.5, False))
+  @parameterized.parameters((0.2, True), (1.5, False))
   def test_max_at_k_valid_coef_counts_failures_on_their_own_scale(self, mu, normalize_std):
-    """μ: (1 - μ) of the best-of-k advantage plus μ of RLOO's advantage of the validity
-    indicator, each divided by its own group std; a group with no failure keeps Â_k."""
+    """μ: the best-of-k advantage plus μ of RLOO's advantage of the validity indicator,
+    each divided by its own group std; a group with no failure keeps Â_k exactly."""
     scores, groups = self._data()
     valid = np.ones(len(scores), np.float32)
     scores[1], valid[1] = -10.0, 0.0                                  # a failure in group 5
@@ -177,23 +177,22 @@ class GroupAdvantageTest(chex.TestCase):
     adv_k[7:10] = 0.0                                                 # equal scores: none
     if normalize_std:
       adv_k, adv_v = _group_normalized(adv_k, groups), _group_normalized(adv_v, groups)
-    want = (1 - mu) * adv_k + mu * adv_v
+    want = adv_k + mu * adv_v
     want[6] = scores[6]                                               # singleton keeps it
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
     alone = np.asarray(group_advantages.max_at_k(scores, groups, 2, normalize_std=normalize_std))
     no_failure = (groups != 5) & (groups != 9)                       # 9: the singleton
-    np.testing.assert_allclose(out[no_failure], (1 - mu) * alone[no_failure], rtol=1e-4,
-                               atol=1e-5)
+    np.testing.assert_allclose(out[no_failure], alone[no_failure], rtol=1e-4, atol=1e-5)
     ix = groups == 5
     # Within the failure's group the valid programs keep their order and their spread
     # relative to each other; the failure falls below all of them.
     np.testing.assert_allclose(np.diff(out[ix][[0, 2, 3]]),
-                               (1 - mu) * np.diff(alone[ix][[0, 2, 3]]), rtol=1e-4, atol=1e-5)
+                               np.diff(alone[ix][[0, 2, 3]]), rtol=1e-4, atol=1e-5)
     self.assertLess(float(out[1]), float(out[ix].min()) + 1e-6)
     with self.assertRaises(ValueError):
       group_advantages.max_at_k(scores, groups, 2, valid_coef=0.5)         # needs `valid`
     with self.assertRaises(ValueError):
-      group_advantages.max_at_k(scores, groups, 2, valid=valid, valid_coef=1.5)
+      group_advantages.max_at_k(scores, groups, 2, valid=valid, valid_coef=-0.5)
 
   def test_max_at_k_refuses_k_below_one(self):
     with self.assertRaises(ValueError):
