@@ -315,8 +315,8 @@ def _check_learner_flags(f):
     _check(f.best_of_k >= 1, f"--best_of_k must be >= 1, got {f.best_of_k}.")
     _check(0.0 <= f.best_of_k_mean_coef <= 1.0,
            f"--best_of_k_mean_coef must be in [0, 1], got {f.best_of_k_mean_coef}.")
-    _check(f.best_of_k_valid_coef >= 0.0,
-           f"--best_of_k_valid_coef must be >= 0, got {f.best_of_k_valid_coef}.")
+    _check(0.0 <= f.best_of_k_valid_coef < float("inf"),
+           f"--best_of_k_valid_coef must be finite and >= 0, got {f.best_of_k_valid_coef}.")
     _check(f.loss_scale_factor is None or f.loss_scale_factor > 0,
            "--loss_scale_factor must be > 0.")
     _check(f.max_skipped_updates >= 1, "--max_skipped_updates must be >= 1.")

@@ -193,6 +193,8 @@ class GroupAdvantageTest(chex.TestCase):
       group_advantages.max_at_k(scores, groups, 2, valid_coef=0.5)         # needs `valid`
     with self.assertRaises(ValueError):
       group_advantages.max_at_k(scores, groups, 2, valid=valid, valid_coef=-0.5)
+    with self.assertRaises(ValueError):
+      group_advantages.max_at_k(scores, groups, 2, valid=valid, valid_coef=float("inf"))
 
   def test_max_at_k_refuses_k_below_one(self):
     with self.assertRaises(ValueError):

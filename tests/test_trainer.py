@@ -189,7 +189,8 @@ def _config(workdir, **over):
     (["--num_processes=2"], "--coordinator_address"),
     (["--temperature=0"], "--temperature must be > 0"),
     (["--best_of_k_mean_coef=1.5"], "--best_of_k_mean_coef must be in"),
-    (["--best_of_k_valid_coef=-0.1"], "--best_of_k_valid_coef must be >= 0"),
+    (["--best_of_k_valid_coef=-0.1"], "--best_of_k_valid_coef must be finite and >= 0"),
+    (["--best_of_k_valid_coef=inf"], "--best_of_k_valid_coef must be finite and >= 0"),
 ])
 def test_contradictory_settings_fail_with_one_line(tmp_path, bad, message):
     with pytest.raises(config.ConfigError, match=message):

@@ -173,8 +173,8 @@ def max_at_k(scores: chex.Array,
     raise ValueError(f"max_at_k: k must be >= 1, got {k}.")
   if not 0.0 <= float(mean_coef) <= 1.0:
     raise ValueError(f"max_at_k: mean_coef must be in [0, 1], got {mean_coef}.")
-  if not float(valid_coef) >= 0.0:
-    raise ValueError(f"max_at_k: valid_coef must be >= 0, got {valid_coef}.")
+  if not 0.0 <= float(valid_coef) < float("inf"):
+    raise ValueError(f"max_at_k: valid_coef must be finite and >= 0, got {valid_coef}.")
   if float(valid_coef) > 0.0 and valid is None:
     raise ValueError("max_at_k: valid_coef > 0 needs `valid` (1 = a graded submission).")
   s, n, _, same = _group_stats(scores, group_ids)

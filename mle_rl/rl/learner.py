@@ -110,8 +110,8 @@ class PPOConfig:
         check(self.best_of_k >= 1, f"best_of_k must be >= 1, got {self.best_of_k}.")
         check(0.0 <= self.best_of_k_mean_coef <= 1.0,
               f"best_of_k_mean_coef must be in [0, 1], got {self.best_of_k_mean_coef}.")
-        check(self.best_of_k_valid_coef >= 0.0,
-              f"best_of_k_valid_coef must be >= 0, got {self.best_of_k_valid_coef}.")
+        check(0.0 <= self.best_of_k_valid_coef < float("inf"),
+              f"best_of_k_valid_coef must be finite and >= 0, got {self.best_of_k_valid_coef}.")
         check(self.kl_ctrl in KL_CONTROLLERS,
               f"kl_ctrl must be one of {KL_CONTROLLERS}, got {self.kl_ctrl!r}.")
         check(self.kl_ctrl == "fixed" or (self.kl_target > 0 and self.kl_horizon > 0
