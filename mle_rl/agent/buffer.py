@@ -32,6 +32,7 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
+from mle_rl.env.rewards import graded
 from mle_rl.env.types import STATUSES
 
 PROMPT_KINDS = ("solve", "improve", "expert")
@@ -328,8 +329,8 @@ def collate(rollouts: Iterable[Rollout], max_prompt_len: int, max_response_len: 
       durations           float32 [B]     Δt, seconds
       policy_version      int32   [B]
       status              int32   [B]     index into mle_rl.env.types.STATUSES
-      valid               float32 [B]     1 for a graded submission (status "ok", a finite
-                                          score), as the rl4mle reward counts one
+      valid               float32 [B]     1 for a graded submission (env.rewards.graded:
+                                          status "ok", a finite score)
       prompt_kind         int32   [B]     index into PROMPT_KINDS
       scores              float32 [B]     NaN where there is no score
       prompt_lengths, response_lengths  int32 [B]
@@ -377,8 +378,7 @@ def collate(rollouts: Iterable[Rollout], max_prompt_len: int, max_response_len: 
         "durations": column(lambda r: r.duration_s, np.float32),
         "policy_version": column(lambda r: r.policy_version, np.int32),
         "status": column(lambda r: STATUS_CODES[r.status], np.int32),
-        "valid": column(lambda r: r.status == "ok" and r.score is not None
-                        and bool(np.isfinite(r.score)), np.float32),
+        "valid": column(lambda r: graded(r.status, r.score), np.float32),
         "prompt_kind": column(lambda r: PROMPT_KIND_CODES[r.prompt_kind], np.int32),
         "scores": column(lambda r: np.nan if r.score is None else r.score, np.float32),
         "prompt_lengths": column(lambda r: len(r.prompt_tokens), np.int32),

@@ -37,12 +37,18 @@ def _signed(score: float, is_lower_better: bool) -> float:
     return -float(score) if is_lower_better else float(score)
 
 
+def graded(status: str, score: Optional[float]) -> bool:
+    """Whether a program earned a graded submission: status ``ok`` and a finite score (what
+    ``rl4mle`` rewards with its score, and the learner's ``valid`` column)."""
+    return status == "ok" and score is not None and math.isfinite(score)
+
+
 def rl4mle(status: str, score: Optional[float], is_lower_better: bool, n_hits: int, *,
            failure: float = FAILURE_REWARD, per_hit: float = PER_HIT,
            scale: float = 1.0) -> float:
     """Reward of RL for MLE agents: signed score / scale if graded, else failure +
     per_hit*hits."""
-    if status == "ok" and score is not None and math.isfinite(score):
+    if graded(status, score):
         return _signed(score, is_lower_better) / float(scale)
     return float(failure) + float(per_hit) * int(n_hits)
 
