@@ -26,7 +26,7 @@ from mle_rl import sampling
 from mle_rl.agent import best_at_k as bak
 from mle_rl.agent.actors import ActionRequest, ActorPool
 from mle_rl.agent.prompt_sources import signed
-from mle_rl.env import families, prompts as env_prompts
+from mle_rl.env import families, prompts as env_prompts, rewards as env_rewards
 from mle_rl.env.instrument import new_nonce
 from mle_rl.io import policy
 
@@ -47,6 +47,33 @@ class TaskResult:
     statuses: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     failures: list = dataclasses.field(default_factory=list)   # a few (status, message, code)
     samples: list = dataclasses.field(default_factory=list)    # per program, in finishing order
+
+    def record(self, mode: str, r, response: str) -> bool:
+        """Counts one finished program (an ``ActionResult``) drawn in ``mode``; True when it
+        is the best so far. Valid means graded as the reward grades it
+        (``env.rewards.graded``: status ``ok`` and a finite score), so a NaN score is a failure
+        here as in training and never enters best@k."""
+        self.n += 1
+        self.rewards.append(r.reward)
+        family = families.primary_family(r.code)
+        self.families[family] += 1
+        self.statuses[r.status] += 1
+        ok = env_rewards.graded(r.status, r.score)
+        self.samples.append({"mode": mode, "family": family,
+                             "score": float(r.score) if ok else None,
+                             "status": r.status, "duration_s": round(r.duration_s, 3)})
+        if r.status != "ok" and len(self.failures) < 3:
+            self.failures.append({"status": r.status, "message": r.message,
+                                  "stderr_tail": r.stderr_tail[-600:],
+                                  "response": response[-2000:]})
+        if not ok:
+            return False
+        self.valid += 1
+        if self.best is not None and signed(r.score, self.is_lower_better) <= signed(
+                self.best, self.is_lower_better):
+            return False
+        self.best, self.best_mode, self.best_code = float(r.score), mode, r.code
+        return True
 
     def solve_scores(self) -> list:
         """Raw scores of the solve samples (None = invalid): the i.i.d. draws."""
@@ -113,30 +140,11 @@ def _run_round(pool: ActorPool, model, tokenizer, task, texts, modes, prevs, *, 
             if done.request.request_id not in pending:
                 continue
             pending.discard(done.request.request_id)
+            mode = modes[done.request.request_id - start_id]
             r = done.result
-            result.n += 1
-            result.rewards.append(r.reward)
-            family = families.primary_family(r.code)
-            result.families[family] += 1
-            result.statuses[r.status] += 1
-            graded = r.status == "ok" and r.score is not None
-            result.samples.append({"mode": modes[done.request.request_id - start_id],
-                                   "family": family,
-                                   "score": float(r.score) if graded else None,
-                                   "status": r.status, "duration_s": round(r.duration_s, 3)})
-            if r.status != "ok" and len(result.failures) < 3:
-                result.failures.append({"status": r.status, "message": r.message,
-                                        "stderr_tail": r.stderr_tail[-600:],
-                                        "response": done.request.response[-2000:]})
-            if r.status == "ok" and r.score is not None:
-                result.valid += 1
-                if result.best is None or signed(r.score, task.is_lower_better) > signed(
-                        result.best, task.is_lower_better):
-                    result.best = float(r.score)
-                    result.best_mode = modes[done.request.request_id - start_id]
-                    result.best_code = r.code
-                    best_entry = {"plan": r.plan, "code": r.code, "output": r.stdout_tail,
-                                  "score": float(r.score)}
+            if result.record(mode, r, done.request.response):
+                best_entry = {"plan": r.plan, "code": r.code, "output": r.stdout_tail,
+                              "score": float(r.score)}
     return best_entry
 
 
