@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 def main(argv=None) -> int:
     from mle_rl.agent.evaluation import sample_submission_score
     from mle_rl.env import action, mlebench
+    from mle_rl.env.rewards import graded
     from mle_rl.warmstart import generic
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -41,7 +42,7 @@ def main(argv=None) -> int:
         for c in picks:
             plan, code = generic.render(c)
             r = action.run_code(task, code, plan=plan, instrumenter="ast")
-            if r.status == "ok" and r.score is not None:
+            if graded(r.status, r.score):
                 ok += 1
                 if best is None or (r.score < best if task.is_lower_better else r.score > best):
                     best = r.score

@@ -8,11 +8,8 @@ from mle_rl.env.types import ActionResult
 def _result(samples):
     r = TaskResult("t", "auc", False, baseline=0.5)
     for mode, score in samples:
-        r.samples.append({"mode": mode, "family": "linear", "score": score, "status":
-                          "ok" if score is not None else "error", "duration_s": 0.1})
-        r.n += 1
-        r.valid += score is not None
-        r.families["linear"] += 1
+        r.record(mode, ActionResult(status="ok" if score is not None else "error", score=score,
+                                    reward=-1.0, duration_s=0.1), "")
     return r
 
 

@@ -52,6 +52,7 @@ from mle_rl.runtime import allocator
 from mle_rl.runtime.footprint import footprint, rss_now
 from mle_rl.config import RunConfig
 from mle_rl.env import families
+from mle_rl.env.rewards import graded
 from mle_rl.env.instrument import new_nonce
 from mle_rl.io import disk
 from mle_rl.io import metrics_log, policy
@@ -264,7 +265,7 @@ class Trainer(HostState):
         self.counters[f"status_{r.status}"] += 1
         fam = families.primary_family(r.code)
         self.family_counts[fam] += 1
-        if r.status == "ok" and r.score is not None:
+        if graded(r.status, r.score):
             self.archive.add(task, plan=r.plan, code=r.code, output=r.stdout_tail, score=r.score)
             prev = self.best.get(p.task_id)
             if prev is None or signed(r.score, task.is_lower_better) > signed(prev, task.is_lower_better):

@@ -66,7 +66,7 @@ def mlagent(status: str, score: Optional[float], prev_score: Optional[float],
     sigmoid(alpha * (m_new - m_prev)) on sign-flipped metrics."""
     if status in CORNER_STATUSES:
         return 0.5
-    if status != "ok" or score is None or not math.isfinite(score):
+    if not graded(status, score):
         return 0.0
     if not changed:
         return 0.5
