@@ -107,7 +107,8 @@ def main(argv):
             max_prompt_tokens=FLAGS.max_prompt_tokens, max_new_tokens=FLAGS.max_new_tokens,
             sample_batch=FLAGS.sample_batch, instrument=FLAGS.instrument, reward=FLAGS.reward,
             cache_dir=FLAGS.cache_dir, mlebench_dir=FLAGS.mlebench_dir,
-            task_dir=FLAGS.task_dir, trained_budgets=trained_prompt_budgets(path))
+            task_dir=FLAGS.task_dir, trained_budgets=trained_prompt_budgets(path),
+            log=lambda line: print(line, flush=True))
     except evaluation.PromptBudgetError as e:
         print(f"error: --max_prompt_tokens: {e}", file=sys.stderr)
         return 2

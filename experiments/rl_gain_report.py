@@ -142,6 +142,32 @@ def best_at_k_table(t: Task) -> tuple[str, dict]:
     return "\n".join(lines), found
 
 
+def pooled_sft_table(t: Task) -> tuple[str, Optional[bool]]:
+    """The SFT policy's best@k from all its solve samples (every seed's and the pool's: one
+    policy, so they pool), beside RL's mean over seeds: a far tighter estimate of the SFT
+    curve than one seed's N samples, and the only one beyond k = N. -> (markdown, whether RL
+    is at or above it at every k <= N; None when nothing pools beyond one seed's samples)."""
+    pooled = [x for e in [*t.sft.values(), t.pool] for x in _solve(e)]
+    ks = t.ks()
+    if not ks or len(pooled) <= max(len(_solve(e)) for e in t.sft.values() if e):
+        return "", None
+    m = len(pooled)
+    rows = sorted(set(bak.powers_of_two(m)) | {m})
+    sft = t.curve(pooled, rows)
+    rl = {s: t.curve(_solve(e), ks) for s, e in t.rl.items() if e}
+    lines = [f"| k | SFT best@k, all {m} samples | RL best@k ({len(rl)} seeds) | RL − SFT |",
+             "|---|---|---|---|"]
+    ahead = bool(rl)
+    for k in rows:
+        r = mean_std([c.get(k) for c in rl.values()]) if k in ks else (None, None)
+        if r[0] is None or sft.get(k) is None:
+            lines.append(f"| {k} | {base._fmt(sft.get(k))} | — | — |")
+            continue
+        ahead = ahead and not t.better(sft[k], r[0])
+        lines.append(f"| {k} | {base._fmt(sft[k])} | {_ms(*r)} | {r[0] - sft[k]:+.4f} |")
+    return "\n".join(lines), ahead
+
+
 def equal_compute_table(t: Task) -> str:
     """Per seed: E, RL best@N, SFT best@(E+N) from every SFT sample, greedy at E+N programs,
     and the best program RL itself ran while training."""
@@ -355,14 +381,17 @@ def build(out_dir: pathlib.Path, md: pathlib.Path) -> str:
             f"N i.i.d. solve samples of each policy ({_temperature_text(tasks)}); an invalid program "
             "counts as the sample submission. Mean ± std (sample std) over seeds.", ""]
     summary = ["| task | metric | RL ≥ SFT at every k | best@1 ahead by > 1 std "
-               "| best@32 ahead by > 1 std |", "|---|---|---|---|---|"]
+               "| best@32 ahead by > 1 std | RL ≥ SFT at every k, SFT from all its samples |",
+               "|---|---|---|---|---|---|"]
     body = []
     for t in tasks:
         table, found = best_at_k_table(t)
+        pooled, pooled_ahead = pooled_sft_table(t)
         arrow = "↓" if t.lower else "↑"
         summary.append(f"| {t.id} | {t.metric} {arrow} | {'yes' if found['ahead_every_k'] else 'no'} "
                        f"| {_yes_no(found['clear@1']) if 'clear@1' in found else '—'} "
-                       f"| {_yes_no(found['clear@32']) if 'clear@32' in found else '—'} |")
+                       f"| {_yes_no(found['clear@32']) if 'clear@32' in found else '—'} "
+                       f"| {'—' if pooled_ahead is None else ('yes' if pooled_ahead else 'no')} |")
         body += [f"## {t.id} ({t.metric} {arrow}; sample submission {base._fmt(t.baseline)})",
                  "", run_line(t), "", table, ""]
         png = best_at_k_figure(t, found, md.parent / f"{md.stem}_files" / f"{t.id}_best_at_k.png")
@@ -371,6 +400,11 @@ def build(out_dir: pathlib.Path, md: pathlib.Path) -> str:
         body += [f"Equal compute ({t.metric} {arrow}; E = programs the RL run executed, N = "
                  "its evaluation samples; the SFT policy's best@(E+N) from all its samples):",
                  "", equal_compute_table(t), ""]
+        if pooled:
+            body += ["The SFT policy's best@k from all its solve samples (every seed's and the "
+                     "extra pool's; one policy, so they pool: a tighter estimate than one seed's "
+                     "N, and the only one beyond k = N), beside RL's mean over seeds:", "",
+                     pooled, ""]
         png = training_figure(t, md.parent / f"{md.stem}_files" / f"{t.id}_training.png")
         if png:
             body += [f"![training, {t.id}]({base._rel(png, md)})", ""]

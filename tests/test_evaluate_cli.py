@@ -62,6 +62,7 @@ def test_evaluate_greedy_search_and_best_at_k_plot(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = json.loads((tmp_path / "greedy.json").read_text())["tabular-synth"]
     assert row["n"] == 4 and row["modes"][:2] == ["solve", "solve"]
+    assert "[eval] tabular-synth: 2/4 programs, valid " in proc.stdout   # progress, flushed
     assert png.is_file() and png.stat().st_size > 1000
 
 

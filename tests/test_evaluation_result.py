@@ -1,7 +1,7 @@
 """evaluate.py's per-task result: validity is told apart by mode (solve samples are the
 i.i.d. draws; improve samples are shown a valid program first), in the table and the JSON."""
 
-from mle_rl.agent.evaluation import TaskResult, markdown_table, results_to_json
+from mle_rl.agent.evaluation import TaskResult, markdown_table, progress_due, results_to_json
 from mle_rl.env.types import ActionResult
 
 
@@ -56,3 +56,12 @@ def test_record_keeps_the_first_of_equal_bests_lower_is_better():
     for mode, s in [("solve", 2.0), ("solve", 1.5), ("improve", 1.5), ("solve", 3.0)]:
         r.record(mode, ActionResult(status="ok", score=s, reward=-s, duration_s=0.1), "")
     assert (r.best, r.best_mode, r.valid) == (1.5, "solve", 4)
+
+
+def test_progress_lines_come_about_ten_times_per_task():
+    n, k = 2314, 16
+    due = [done for done in range(k, n + k, k) if progress_due(done - k, min(done, n), n)]
+    assert len(due) == 9 and due[0] == 240           # 10 steps; the 10th is the final line
+    assert all(a < b for a, b in zip(due, due[1:])) and due[-1] < n
+    assert not progress_due(2304, 2314, 2314)         # the last round: the final line says it
+    assert [d for d in (2, 4) if progress_due(d - 2, d, 4)] == [2]   # a short run: one line

@@ -71,6 +71,15 @@ def test_report_numbers_are_the_estimator_over_seeds(runs, tmp_path):
     pool = sft[0] + sft[1] + [0.75, 0.85]
     e6 = bak.best_at_k(pool, [6], is_lower_better=True, floor=-1.5)[6]
     assert f"| 0 | 2 | {rl_gain_report.base._fmt(bak.best_at_k(rl[0], [4], is_lower_better=True, floor=-1.5)[4])} | {e6:.4f} | 0.5800 (6 programs) | 0.5000 |" in md
+    # the SFT curve from all 10 of its samples (one policy), to k = 10, beside RL's to k = N;
+    # RL's mean is at or below (better than) it at every k <= 4, so the summary says yes
+    whole = bak.best_at_k(pool, [1, 2, 4, 8, 10], is_lower_better=True, floor=-1.5)
+    r1 = rl_gain_report.mean_std([bak.best_at_k(rl[i], [1], is_lower_better=True,
+                                                floor=-1.5)[1] for i in (0, 1)])
+    assert "| k | SFT best@k, all 10 samples | RL best@k (2 seeds) | RL − SFT |" in md
+    assert f"| 1 | {whole[1]:.4f} | {r1[0]:.4f} ± {r1[1]:.4f} | {r1[0] - whole[1]:+.4f} |" in md
+    assert f"| 8 | {whole[8]:.4f} | — | — |" in md and f"| 10 | {whole[10]:.4f} | — | — |" in md
+    assert f"| {TASK} | multiclass_log_loss ↓ | yes | yes | — | yes |" in md
     files = md_path.parent / "rl_gain_files"
     # 3 updates: the first and the last fifth are one update each (0.8 and 0.6).
     assert "| 0 | 3 | 1.0000 → 1.0000 | 0.8000 → 0.6000 |" in md
@@ -96,6 +105,13 @@ def test_one_seed_has_no_spread_and_the_report_says_so(runs, tmp_path):
     assert f"| {TASK} | multiclass_log_loss ↓ | yes | — (one seed) | — |" in md
     assert "| 1 | " in md and md.count("| — (one seed) |") >= 3
     assert f"Runs on disk: {TASK} seeds 0." in md
+    # a pool whose tail is better than RL's: from all the SFT samples RL is behind at large k
+    # (the 4-sample curve of seed 0 alone still says yes)
+    _write(out / TASK, "sft_pool.json", _ev([0.2, 0.95, 1.0, 1.1, 1.2, 1.3]))
+    assert rl_gain_report.main([f"--out_dir={out}", f"--out={md_path}"]) == 0
+    md = md_path.read_text()
+    assert f"| {TASK} | multiclass_log_loss ↓ | yes | — (one seed) | — | no |" in md
+    assert "| k | SFT best@k, all 10 samples | RL best@k (1 seeds) | RL − SFT |" in md
 
 
 def test_report_refuses_a_missing_dir(tmp_path):

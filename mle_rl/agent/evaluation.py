@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import pathlib
+import time
 from typing import Optional
 
 import jax
@@ -217,6 +218,7 @@ def best_of_n(model, tokenizer, tasks: dict, n: int, *, improve: bool = True,
             solve = solves[tid]
             best_entry = None
             done_n = 0
+            t0 = time.monotonic()
             while done_n < n:
                 # Solve rounds until n_solve are done; then improve the best so far (or keep
                 # solving while nothing valid has been found).
@@ -236,11 +238,21 @@ def best_of_n(model, tokenizer, tasks: dict, n: int, *, improve: bool = True,
                 done_n += k
                 if found is not None:
                     best_entry = found
+                if progress_due(done_n - k, done_n, n):   # long searches say where they are
+                    log(f"[eval] {tid}: {done_n}/{n} programs, valid {res.valid}, "
+                        f"best {_fmt(res.best)}, {time.monotonic() - t0:.0f} s")
             results[tid] = res
             log(f"[eval] {tid}: best {res.best} ({res.metric}, "
                 f"{'lower' if res.is_lower_better else 'higher'} is better), "
                 f"valid {res.valid}/{res.n}, families {dict(res.families)}")
     return results
+
+
+def progress_due(before: int, after: int, n: int, parts: int = 10) -> bool:
+    """Whether a round that took the count of programs run from `before` to `after` (of `n`)
+    crossed one of the `parts` equal steps: about `parts` progress lines per task, the last
+    step left to the task's final line."""
+    return 0 < after < n and after * parts // n > before * parts // n
 
 
 def _fmt(x) -> str:
