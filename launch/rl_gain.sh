@@ -85,8 +85,11 @@ executed() {   # programs an RL run executed (its summary.json), 0 in a dry run
   "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["actions_done"])' "$1"
 }
 
+baselines=""
+[[ "$GREEDY" == 1 ]] && baselines+=", greedy search at equal compute"
+[[ "$POOL" == 1 ]] && baselines+=", SFT pool for best@(E+N)"
 echo "[rl_gain] plan: ${#tasks[@]} task(s) x seeds ($SEEDS): SFT best@k (N=$N), RL" \
-     "($FLAGFILE ${budget[*]} ${extra[*]}), RL best@k, greedy search at equal compute;" \
+     "($FLAGFILE ${budget[*]} ${extra[*]}), RL best@k$baselines;" \
      "runs in $OUT, report $REPORT"
 if [[ "$DRY_RUN" != 1 ]]; then
   mkdir -p "$OUT"
