@@ -83,6 +83,8 @@ class Task:
                         for s in self.seeds}
         self.metrics = {s: base._metrics(tdir / f"seed{s}" / "rl") for s in self.seeds}
         self.pool = base._eval(tdir / "sft_pool", self.id)
+        # every SFT solve sample, the seeds' and the pool's: one policy, so they pool
+        self.sft_all = [x for e in [*self.sft.values(), self.pool] for x in _solve(e)]
         any_ev = next((e for e in [*self.sft.values(), *self.rl.values()] if e), None)
         self.metric = any_ev["metric"] if any_ev else "?"
         self.lower = bool(any_ev["is_lower_better"]) if any_ev else False
@@ -147,13 +149,11 @@ def pooled_sft_table(t: Task) -> tuple[str, Optional[bool]]:
     policy, so they pool), beside RL's mean over seeds: a far tighter estimate of the SFT
     curve than one seed's N samples, and the only one beyond k = N. -> (markdown, whether RL
     is at or above it at every k <= N; None when nothing pools beyond one seed's samples)."""
-    pooled = [x for e in [*t.sft.values(), t.pool] for x in _solve(e)]
-    ks = t.ks()
-    if not ks or len(pooled) <= max(len(_solve(e)) for e in t.sft.values() if e):
+    ks, m = t.ks(), len(t.sft_all)
+    if not ks or m <= max((len(_solve(e)) for e in t.sft.values() if e), default=0):
         return "", None
-    m = len(pooled)
     rows = sorted(set(bak.powers_of_two(m)) | {m})
-    sft = t.curve(pooled, rows)
+    sft = t.curve(t.sft_all, rows)
     rl = {s: t.curve(_solve(e), ks) for s, e in t.rl.items() if e}
     lines = [f"| k | SFT best@k, all {m} samples | RL best@k ({len(rl)} seeds) | RL − SFT |",
              "|---|---|---|---|"]
@@ -171,7 +171,7 @@ def pooled_sft_table(t: Task) -> tuple[str, Optional[bool]]:
 def equal_compute_table(t: Task) -> str:
     """Per seed: E, RL best@N, SFT best@(E+N) from every SFT sample, greedy at E+N programs,
     and the best program RL itself ran while training."""
-    pool = [x for e in [*t.sft.values(), t.pool] for x in _solve(e)]
+    pool = t.sft_all
     lines = ["| seed | E (programs RL ran) | RL best@N | SFT best@(E+N) | greedy search, "
              "E+N programs | best program of the RL run |", "|---|---|---|---|---|---|"]
     for s in t.seeds:
