@@ -306,7 +306,7 @@ def family_eval_table(t: Task) -> str:
         mean = sum(valid) / len(valid) if valid else None
         return f"{100 * len(xs) / n:.0f}% | {base._fmt(best)} | {base._fmt(mean)}"
 
-    fams = sorted(set(sft) | set(rl), key=lambda f: -len(sft.get(f, [])) - len(rl.get(f, [])))
+    fams = sorted(set(sft) | set(rl), key=lambda f: (-len(sft.get(f, [])) - len(rl.get(f, [])), f))
     seeds = sorted(s for s in t.seeds if (t.sft[s] or {}).get("sample_families"))
     lines = [f"Families at evaluation (solve samples pooled over seeds {', '.join(map(str, seeds))}"
              f"; best and mean of the valid programs, {t.metric}):", "",
