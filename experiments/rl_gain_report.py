@@ -113,8 +113,8 @@ class Task:
         return a < b if self.lower else a > b
 
 
-def _yes_no(x) -> str:
-    return "— (one seed)" if x is None else ("yes" if x else "no")
+def _yes_no(x, unknown: str = "— (one seed)") -> str:
+    return unknown if x is None else ("yes" if x else "no")
 
 
 def best_at_k_table(t: Task) -> tuple[str, dict]:
@@ -144,22 +144,23 @@ def best_at_k_table(t: Task) -> tuple[str, dict]:
     return "\n".join(lines), found
 
 
-def pooled_sft_table(t: Task) -> tuple[str, Optional[bool]]:
+def pooled_sft_table(t: Task, found: dict) -> tuple[str, Optional[bool]]:
     """The SFT policy's best@k from all its solve samples (every seed's and the pool's: one
-    policy, so they pool), beside RL's mean over seeds: a far tighter estimate of the SFT
-    curve than one seed's N samples, and the only one beyond k = N. -> (markdown, whether RL
-    is at or above it at every k <= N; None when nothing pools beyond one seed's samples)."""
-    ks, m = t.ks(), len(t.sft_all)
+    policy, so they pool), beside RL's mean over seeds (``found`` of ``best_at_k_table``): a
+    far tighter estimate of the SFT curve than one seed's N samples, and the only one beyond
+    k = N. -> (markdown, whether RL is at or above it at every k <= N; None when nothing pools
+    beyond one seed's samples)."""
+    ks, m = found["ks"], len(t.sft_all)
     if not ks or m <= max((len(_solve(e)) for e in t.sft.values() if e), default=0):
         return "", None
     rows = sorted(set(bak.powers_of_two(m)) | {m})
     sft = t.curve(t.sft_all, rows)
-    rl = {s: t.curve(_solve(e), ks) for s, e in t.rl.items() if e}
-    lines = [f"| k | SFT best@k, all {m} samples | RL best@k ({len(rl)} seeds) | RL − SFT |",
+    n_rl = sum(1 for e in t.rl.values() if e)
+    lines = [f"| k | SFT best@k, all {m} samples | RL best@k ({n_rl} seeds) | RL − SFT |",
              "|---|---|---|---|"]
-    ahead = bool(rl)
+    ahead = n_rl > 0
     for k in rows:
-        r = mean_std([c.get(k) for c in rl.values()]) if k in ks else (None, None)
+        r = found["rl"].get(k, (None, None))
         if r[0] is None or sft.get(k) is None:
             lines.append(f"| {k} | {base._fmt(sft.get(k))} | — | — |")
             continue
@@ -386,12 +387,12 @@ def build(out_dir: pathlib.Path, md: pathlib.Path) -> str:
     body = []
     for t in tasks:
         table, found = best_at_k_table(t)
-        pooled, pooled_ahead = pooled_sft_table(t)
+        pooled, pooled_ahead = pooled_sft_table(t, found)
         arrow = "↓" if t.lower else "↑"
         summary.append(f"| {t.id} | {t.metric} {arrow} | {'yes' if found['ahead_every_k'] else 'no'} "
                        f"| {_yes_no(found['clear@1']) if 'clear@1' in found else '—'} "
                        f"| {_yes_no(found['clear@32']) if 'clear@32' in found else '—'} "
-                       f"| {'—' if pooled_ahead is None else ('yes' if pooled_ahead else 'no')} |")
+                       f"| {_yes_no(pooled_ahead, '—')} |")
         body += [f"## {t.id} ({t.metric} {arrow}; sample submission {base._fmt(t.baseline)})",
                  "", run_line(t), "", table, ""]
         png = best_at_k_figure(t, found, md.parent / f"{md.stem}_files" / f"{t.id}_best_at_k.png")
