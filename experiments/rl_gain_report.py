@@ -3,11 +3,11 @@
     python experiments/rl_gain_report.py --out_dir=runs/rl_gain --out=experiments/results/rl_gain.md
 
 Reads, per task directory OUT/<task>/: seed<k>/{sft,rl_eval,greedy}.json (evaluate.py),
-seed<k>/rl/{summary.json,metrics.jsonl} (run.py) and sft_pool.json; copies them beside the
-report (<report stem>_files/, so a report can be rebuilt from the copy with
---out_dir=<that copy>) and writes the markdown and its figures. Only numbers on disk are
-shown; a missing piece is named. best@k is over the i.i.d. solve samples, with one floor
-per task (its sample submission's score; an invalid program counts as that).
+seed<k>/rl/{summary.json,metrics.jsonl} (run.py) and sft_pool*.json (the extra SFT pool and
+its top-ups); copies them beside the report (<report stem>_files/, so a report can be rebuilt
+from the copy with --out_dir=<that copy>) and writes the markdown and its figures. Only
+numbers on disk are shown; a missing piece is named. best@k is over the i.i.d. solve samples,
+with one floor per task (its sample submission's score; an invalid program counts as that).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def keep_files(out_dir: pathlib.Path, md: pathlib.Path) -> pathlib.Path:
     dest = md.with_name(md.stem + "_files")
     if dest.resolve() == out_dir.resolve():
         return dest
-    for f in [out_dir / "rl_gain.json", *out_dir.glob("*/sft_pool.json")] + [
+    for f in [out_dir / "rl_gain.json", *out_dir.glob("*/sft_pool*.json")] + [
             d / k for d in out_dir.glob("*/seed*") for k in KEEP]:
         if f.is_file():
             to = dest / f.relative_to(out_dir)
@@ -82,14 +82,16 @@ class Task:
         self.summary = {s: base._json(tdir / f"seed{s}" / "rl" / "summary.json")
                         for s in self.seeds}
         self.metrics = {s: base._metrics(tdir / f"seed{s}" / "rl") for s in self.seeds}
-        self.pool = base._eval(tdir / "sft_pool", self.id)
-        # every SFT solve sample, the seeds' and the pool's: one policy, so they pool
-        self.sft_all = [x for e in [*self.sft.values(), self.pool] for x in _solve(e)]
+        # the extra SFT pool: sft_pool.json, and the top-ups rl_gain.sh adds (sft_pool_<seed>)
+        self.pools = [base._eval(f.with_suffix(""), self.id)
+                      for f in sorted(tdir.glob("sft_pool*.json"))]
+        # every SFT solve sample, the seeds' and the pools': one policy, so they pool
+        self.sft_all = [x for e in [*self.sft.values(), *self.pools] for x in _solve(e)]
         any_ev = next((e for e in [*self.sft.values(), *self.rl.values()] if e), None)
         self.metric = any_ev["metric"] if any_ev else "?"
         self.lower = bool(any_ev["is_lower_better"]) if any_ev else False
         self.baseline = any_ev.get("sample_submission_score") if any_ev else None
-        everything = [x for e in [*self.sft.values(), *self.rl.values(), self.pool]
+        everything = [x for e in [*self.sft.values(), *self.rl.values(), *self.pools]
                       for x in _solve(e)]
         self.floor = bak.floor_of(everything, self.baseline, self.lower)
 

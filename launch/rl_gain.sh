@@ -18,7 +18,7 @@
 #   GREEDY=0   skip the greedy search;  POOL=0  skip the extra SFT pool
 #   POLICY     the SFT policy                                              [default]
 #   OUT        OUT/<task>/seed<k>/{sft,rl_eval,greedy}.{json,md,log}, OUT/<task>/seed<k>/rl/,
-#              OUT/<task>/sft_pool.json                                [runs/rl_gain]
+#              OUT/<task>/sft_pool.json (+ sft_pool_<seed>.json top-ups)   [runs/rl_gain]
 #   TASK_DIR   where the held-out tasks are written                [OUT/heldout_tasks]
 #   REPORT     the markdown report               [experiments/results/rl_gain.md]
 #   EXTRA_FLAGS  more flags for run.py (e.g. a setting under test)
@@ -80,9 +80,19 @@ evaluate() {   # evaluate POLICY TASK SEED PREFIX N [flags...]
     "${evalx[@]}" "$@"
 }
 
-executed() {   # programs an RL run executed (its summary.json), 0 in a dry run
-  if [[ "$DRY_RUN" == 1 ]]; then echo 0; return; fi
+executed() {   # programs an RL run executed (its summary.json; 0 in a dry run without one)
+  if [[ "$DRY_RUN" == 1 && ! -f "$1" ]]; then echo 0; return; fi
   "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["actions_done"])' "$1"
+}
+
+pooled() {   # pooled DIR: the solve samples in DIR/sft_pool*.json, and how many files
+  "$PY" - "$1" <<'PY'
+import json, pathlib, sys
+files = sorted(pathlib.Path(sys.argv[1]).glob("sft_pool*.json"))
+n = sum(m == "solve" for f in files for ev in json.loads(f.read_text()).values()
+        for m in ev.get("modes", []))
+print(n, len(files))
+PY
 }
 
 baselines=""
@@ -117,11 +127,15 @@ for t in "${tasks[@]}"; do
       echo "+ (greedy search of E + $N programs with the SFT policy, E from the RL run)"
     fi
   done
-  # SFT samples beyond the seeds' own, so that best@(E + N) has E + N draws for every seed.
+  # SFT samples beyond the seeds' own, so that best@(E + N) has E + N draws for every seed:
+  # the pool (seed 1000), then, when seeds run later need more, a top-up with the next seed.
   n_seeds=$(wc -w <<< "$SEEDS")
-  more=$(( most + N - n_seeds * N ))
+  read -r have parts <<< "$(pooled "$OUT/$t")"
+  more=$(( most + N - n_seeds * N - have ))
   if [[ "$POOL" == 1 && "$more" -gt 0 ]]; then
-    evaluate "$POLICY" "$t" 1000 "$OUT/$t/sft_pool" "$more" --noimprove
+    prefix="$OUT/$t/sft_pool"
+    (( parts > 0 )) && prefix+="_$((1000 + parts))"
+    evaluate "$POLICY" "$t" "$((1000 + parts))" "$prefix" "$more" --noimprove
   fi
 done
 run "$OUT/report.log" "$PY" experiments/rl_gain_report.py "--out_dir=$OUT" "--out=$REPORT"

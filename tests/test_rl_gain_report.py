@@ -145,6 +145,46 @@ def test_rl_gain_dry_run_plans_every_step(tmp_path):
     assert bad.returncode == 2 and "--dry-run" in bad.stderr
 
 
+def test_rl_gain_tops_up_a_short_sft_pool(tmp_path):
+    """Seeds run after the pool can need more SFT samples than it holds: the plan adds a
+    top-up with the next seed for exactly the missing ones, and none once there are enough."""
+    out, task = tmp_path / "out", "heldout-pima-diabetes"
+    d = out / task / "seed0"
+    for name in ("sft.json", "rl_eval.json"):
+        _write(d, name, {task: {"scores": [0.8] * 16, "modes": ["solve"] * 16}})
+    _write(d / "rl", "summary.json", {"actions_done": 40})
+    env = dict(os.environ, MLE_RL_CACHE=str(tmp_path / "cache"), JAX_PLATFORMS="cpu",
+               OUT=str(out), TASKS=task, SEEDS="0", N="16", GREEDY="0")
+
+    def pool_evals():
+        p = subprocess.run(["bash", str(ROOT / "launch" / "rl_gain.sh"), "--dry-run"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        return [l for l in p.stdout.splitlines() if l.startswith("+ ") and "sft_pool" in l]
+
+    # no pool yet: E + N - N = 40 samples, seed 1000
+    [first] = pool_evals()
+    assert "--seed=1000" in first and "--n=40" in first and f"{task}/sft_pool " in first
+    # a pool of 10 solve samples (and 2 improve ones, which do not count): 30 more, seed 1001
+    _write(out / task, "sft_pool.json",
+           {task: {"scores": [0.8] * 12, "modes": ["solve"] * 10 + ["improve"] * 2}})
+    [top] = pool_evals()
+    assert "--seed=1001" in top and "--n=30" in top and "sft_pool_1001 " in top
+    _write(out / task, "sft_pool_1001.json",
+           {task: {"scores": [0.7] * 30, "modes": ["solve"] * 30}})
+    assert pool_evals() == []
+
+
+def test_report_pools_the_top_ups(runs, tmp_path):
+    out, _, _ = runs
+    _write(out / TASK, "sft_pool_1001.json", _ev([0.1, 0.2, 0.3]))
+    md_path = tmp_path / "res" / "top.md"
+    assert rl_gain_report.main([f"--out_dir={out}", f"--out={md_path}"]) == 0
+    # 2 seeds x 4 + the pool's 2 + the top-up's 3; the copy beside the report keeps the top-up
+    assert "SFT best@k, all 13 samples" in md_path.read_text()
+    assert (tmp_path / "res" / "top_files" / TASK / "sft_pool_1001.json").is_file()
+
+
 def test_families_at_evaluation_show_where_the_tail_went(runs, tmp_path):
     """With each sample's family recorded, the report shows each family's share, best and
     mean for SFT and RL, pooled over seeds (invalid programs count in the share only)."""
