@@ -196,6 +196,35 @@ class GroupAdvantageTest(chex.TestCase):
     with self.assertRaises(ValueError):
       group_advantages.max_at_k(scores, groups, 2, valid=valid, valid_coef=float("inf"))
 
+  @parameterized.parameters(0.8724, -0.557, 9.17)
+  def test_max_at_k_tied_best_programs_leave_no_rounding_push(self, top):
+    """Groups of 8 at k = 8 (the flagfile's) whose best score is shared: no member can
+    change the best of the others, so every advantage is zero, on any score scale. (On the
+    absolute scale the float32 residue of the two expectations, ~1e-7 |s|, divided by a
+    group std of ~0, gave all eight one constant advantage of order one.)"""
+    groups = np.repeat([0, 1, 2], 8).astype(np.int32)
+    tied = [top] * 3 + [top - 0.02, top - 0.03, top - 0.05, top - 0.1, top - 0.2]
+    rng = np.random.default_rng(0)
+    distinct = top - np.abs(rng.normal(0.05, 0.03, 8))
+    with_failure = [top, top] + [top - 0.01 * i for i in range(1, 6)] + [-10.0]
+    scores = np.array(tied + list(distinct) + with_failure, np.float32)
+    valid = (scores > -5).astype(np.float32)
+    for kw in ({}, {"valid": valid, "valid_coef": 1.0}):
+      out = np.asarray(group_advantages.max_at_k(scores, groups, 8, **kw))
+      np.testing.assert_array_equal(out[:8], 0.0)                     # tied best: nothing
+      ref = _max_at_k_ref(scores.astype(np.float64), groups, 8, True)
+      np.testing.assert_allclose(out[8:16], ref[8:16], rtol=1e-4, atol=1e-5)
+      for g in range(3):                                              # each group sums to 0
+        self.assertLess(abs(float(out[groups == g].sum())), 1e-4)
+    # a failure beside two tied best programs: only "valid or not" is left to learn
+    out = np.asarray(group_advantages.max_at_k(scores, groups, 8, valid=valid, valid_coef=1.0))
+    v = _group_normalized(_rloo_ref(valid[16:], groups[16:]), groups[16:])
+    np.testing.assert_allclose(out[16:], v, rtol=1e-4, atol=1e-5)
+    # a constant added to every score changes nothing
+    shifted = np.asarray(group_advantages.max_at_k(scores + np.float32(3.0), groups, 8))
+    np.testing.assert_allclose(shifted, np.asarray(group_advantages.max_at_k(scores, groups, 8)),
+                               rtol=1e-3, atol=1e-4)
+
   def test_max_at_k_refuses_k_below_one(self):
     with self.assertRaises(ValueError):
       group_advantages.max_at_k(np.ones(2, np.float32), np.zeros(2, np.int32), 0)
