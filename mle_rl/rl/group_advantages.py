@@ -182,13 +182,13 @@ def max_at_k(scores: chex.Array,
   if float(valid_coef) > 0.0 and valid is None:
     raise ValueError("max_at_k: valid_coef > 0 needs `valid` (1 = a graded submission).")
   s, n, _, same = _group_stats(scores, group_ids)
-  big = jnp.float32(jnp.finfo(jnp.float32).max)
   # Scores relative to their group's best: J_k's estimate is unchanged (the probabilities of
   # both terms sum to one), and a term that is exactly zero in theory is zero in float32. On
   # the absolute scale two tied best programs left every member of the group a rounding
   # residue of ~1e-7 |s|, which the std division below blew up to one constant advantage of
   # order one (Pima, AUC 0.87: +0.48 for all eight).
-  s = s - jnp.max(jnp.where(same > 0, s[None, :], -big), axis=1)
+  top, bottom = _group_extremes(s, same)
+  s, s_range = s - top, top - bottom
   b = s.shape[0]
   idx = jnp.arange(b)
   # A total order (score, then row index): ties are broken consistently.
@@ -215,17 +215,14 @@ def max_at_k(scores: chex.Array,
     raw = (1.0 - mean_coef) * raw + mean_coef * rloo(scores, group_ids)
   sig = s if signal is None else jax.lax.stop_gradient(signal.astype(jnp.float32))
   chex.assert_equal_shape([sig, s])
-  spread = (jnp.max(jnp.where(same > 0, sig[None, :], -big), axis=1)
-            - jnp.min(jnp.where(same > 0, sig[None, :], big), axis=1))
-  adv = jnp.where(spread > 0, raw, 0.0)                # equal signals: exactly no signal
-  adv = jnp.where(n < 2, scores.astype(jnp.float32), adv)
+  sig_top, sig_bottom = _group_extremes(sig, same)
+  adv = jnp.where(sig_top > sig_bottom, raw, 0.0)      # equal signals: exactly no signal
   if normalize_std:
     # Advantages that are zero but for rounding (spread over the group's score range below
     # float32's resolution) are zero: the division would give them unit scale.
     std = _group_std(adv, same, n)
-    s_range = -jnp.min(jnp.where(same > 0, s[None, :], big), axis=1)
     adv = jnp.where(std <= _ROUNDING * s_range, 0.0, adv / (std + eps))
-    adv = jnp.where(n < 2, scores.astype(jnp.float32), adv)
+  adv = jnp.where(n < 2, scores.astype(jnp.float32), adv)   # a group of one keeps its score
   if float(valid_coef) > 0.0:   # failures counted separately, on their own scale
     v = jax.lax.stop_gradient(jnp.asarray(valid).astype(jnp.float32))
     chex.assert_equal_shape([v, s])
@@ -239,6 +236,13 @@ def max_at_k(scores: chex.Array,
 # Relative size below which a group's advantages are rounding residue (float32's epsilon is
 # 1.2e-7; a real max@k signal is at least a score step over k, orders of magnitude above).
 _ROUNDING = 1e-6
+
+
+def _group_extremes(x: chex.Array, same: chex.Array) -> tuple[chex.Array, chex.Array]:
+  """``[B]`` each: the max and the min of ``x`` over each row's group."""
+  big = jnp.float32(jnp.finfo(jnp.float32).max)
+  return (jnp.max(jnp.where(same > 0, x[None, :], -big), axis=1),
+          jnp.min(jnp.where(same > 0, x[None, :], big), axis=1))
 
 
 def _group_std(x: chex.Array, same: chex.Array, n: chex.Array) -> chex.Array:
