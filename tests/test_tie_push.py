@@ -21,3 +21,12 @@ def test_mean_advantage_and_table(tmp_path):
     (d / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     out = tie_push.table([str(d / "metrics.jsonl")])
     assert "| heldout-glass-type/seed1 | 10 | 20% | +0.000 → +0.250 |" in out
+
+
+def test_runs_without_the_family_log_are_not_read_as_untouched(tmp_path):
+    d = tmp_path / "duration-synth" / "seed0" / "rl"
+    d.mkdir(parents=True)
+    (d / "metrics.jsonl").write_text(json.dumps({"family/mlp": 1.0, "advantage_mean": 0.3}) + "\n")
+    out = tie_push.table([str(d / "metrics.jsonl")])
+    assert "| duration-synth/seed0 | 1 | not logged" in out
+    assert "0%" not in out
