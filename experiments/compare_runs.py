@@ -9,6 +9,8 @@ the share of updates with a max@k tie push (`tie_push.py`), `bad_format` program
 and programs per hour; then best@k at each power of two from the RL evaluations
 (rl_eval.json) beside the SFT policy's (the first folder's sft.json, else the second's), with
 `rl_gain_report`'s floor per task (an invalid program counts as the sample submission).
+When the two runs logged different numbers of updates (a slower machine at the same wall-clock
+budget), the fifths are also given over the first updates they share.
 Only numbers on disk are shown; a missing evaluation is a dash. Same seed, same SFT samples:
 the two columns differ by the change and the sampling noise of one run each, so read one pair
 as one draw, not as the spread over seeds.
@@ -56,11 +58,12 @@ def _tie_share(rows: list) -> Optional[float]:
     return float(np.mean([abs(tie_push.mean_advantage(r)) > tie_push.THRESHOLD for r in rows]))
 
 
-def training_rows(run: pathlib.Path) -> dict:
-    """One seed's training facts, as table cells."""
-    rows = base._metrics(run / "rl")
+def training_rows(run: pathlib.Path, limit: Optional[int] = None) -> dict:
+    """One seed's training facts, as table cells; `limit`: the fifths and the tie share of
+    the first `limit` updates only (the run's totals are unchanged)."""
+    rows = base._metrics(run / "rl")[:limit]
     s = base._json(run / "rl" / "summary.json") or {}
-    out = {}
+    out = {"n": len(rows)}
     for key, _ in FIFTHS:
         f = _fifths(rows, key)
         out[key] = "—" if f is None else f"{f[0]:.3f} → {f[1]:.3f}"
@@ -97,6 +100,22 @@ def best_at_k_rows(task: str, evs: list) -> tuple:
     return ks, curves, valid, present[0]["metric"], lower
 
 
+def same_stretch(ra: pathlib.Path, rb: pathlib.Path, n_a: int, n_b: int, names: tuple) -> list:
+    """When the two runs logged different numbers of updates (a slower machine, another
+    budget), their fifths cover different stretches of training: the same rows over the
+    first min(n_a, n_b) updates of each, so that the learners are compared update for update.
+    Their best@k below still comes from runs of different lengths."""
+    u = min(n_a, n_b)
+    if n_a == n_b or u == 0:
+        return []
+    ta, tb = training_rows(ra, u), training_rows(rb, u)
+    na, nb = names
+    return ([f"The runs logged {n_a} and {n_b} updates; over the first {u} of each:", "",
+             f"| first → last fifth of the first {u} updates | {na} | {nb} |", "|---|---|---|"]
+            + [f"| {label} | {ta[key]} | {tb[key]} |" for key, label in FIFTHS]
+            + [f"| updates with a tie push (`tie_push.py`) | {ta['tie']} | {tb['tie']} |", ""])
+
+
 def compare(a: pathlib.Path, b: pathlib.Path, names: tuple) -> str:
     found = pairs(a, b)
     if not found:
@@ -112,6 +131,7 @@ def compare(a: pathlib.Path, b: pathlib.Path, names: tuple) -> str:
         out += [f"| updates with a tie push (`tie_push.py`) | {ta['tie']} | {tb['tie']} |",
                 f"| `bad_format` programs over the run | {ta['bad_format']} | {tb['bad_format']} |",
                 f"| updates, programs per hour | {ta['throughput']} | {tb['throughput']} |", ""]
+        out += same_stretch(ra, rb, ta["n"], tb["n"], names)
         sft = base._eval(ra / "sft", task) or base._eval(rb / "sft", task)
         evs = [sft, base._eval(ra / "rl_eval", task), base._eval(rb / "rl_eval", task)]
         ks, cs, valid, metric, lower = best_at_k_rows(task, evs)

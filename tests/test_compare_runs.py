@@ -64,3 +64,21 @@ def test_compare_names_differing_temperatures_and_missing_pairs(tmp_path):
     assert compare_runs.compare(a, tmp_path / "c", ("A", "C")).startswith("No <task>/seed<k>")
     with pytest.raises(SystemExit):
         compare_runs.main([str(a), str(b), "--names=only_one"])
+
+
+def test_runs_of_different_lengths_are_also_compared_over_their_shared_updates(tmp_path):
+    a, b = tmp_path / "slow", tmp_path / "fast"
+    # the slow machine logged 10 updates; the fast one 20, its format eroding after update 10
+    _run(a, 0, [1.0] * 2 + [0.9] * 8, [False] * 10, [0.5, 1.0])
+    _run(b, 0, [1.0] * 2 + [0.9] * 8 + [0.5] * 10, [True] * 5 + [False] * 15, [0.5, 1.0])
+    out = compare_runs.compare(a, b, ("slow", "fast"))
+    assert "| valid fraction per update | 1.000 → 0.900 | 0.950 → 0.500 |" in out
+    assert "The runs logged 10 and 20 updates; over the first 10 of each:" in out
+    assert "| valid fraction per update | 1.000 → 0.900 | 1.000 → 0.900 |" in out
+    assert "| updates with a tie push (`tie_push.py`) | 0% | 50% |" in out
+    # the whole-run cells stay the runs' own
+    assert "| updates, programs per hour | 10, 2,400 | 20, 2,400 |" in out
+    # equal lengths: no second table
+    c = tmp_path / "same"
+    _run(c, 0, [1.0] * 10, [False] * 10, [0.5, 1.0])
+    assert "over the first" not in compare_runs.compare(a, c, ("A", "C"))
