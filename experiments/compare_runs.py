@@ -58,23 +58,33 @@ def _tie_share(rows: list) -> Optional[float]:
     return float(np.mean([abs(tie_push.mean_advantage(r)) > tie_push.THRESHOLD for r in rows]))
 
 
-def training_rows(run: pathlib.Path, limit: Optional[int] = None) -> dict:
-    """One seed's training facts, as table cells; `limit`: the fifths and the tie share of
-    the first `limit` updates only (the run's totals are unchanged)."""
-    rows = base._metrics(run / "rl")[:limit]
-    s = base._json(run / "rl" / "summary.json") or {}
-    out = {"n": len(rows)}
+def trend_cells(rows: list) -> dict:
+    """The fifths (FIFTHS) and the tie share of a run's logged updates, as table cells."""
+    out = {}
     for key, _ in FIFTHS:
         f = _fifths(rows, key)
         out[key] = "—" if f is None else f"{f[0]:.3f} → {f[1]:.3f}"
     tie = _tie_share(rows)
     out["tie"] = "not logged" if tie is None else f"{tie:.0%}"
+    return out
+
+
+def training_rows(run: pathlib.Path) -> dict:
+    """One seed's training facts, as table cells, and its logged updates ("rows")."""
+    rows = base._metrics(run / "rl")
+    s = base._json(run / "rl" / "summary.json") or {}
+    out = {"rows": rows, **trend_cells(rows)}
     st = s.get("statuses") or {}
     out["bad_format"] = (f"{st.get('bad_format', 0)} of {s['actions_done']:,}"
                          if "actions_done" in s else "—")
     out["throughput"] = (f"{s['updates']}, {s['programs_per_hour']:,.0f}"
                          if "updates" in s and "programs_per_hour" in s else "—")
     return out
+
+
+def _trend_lines(ta: dict, tb: dict) -> list:
+    return ([f"| {label} | {ta[key]} | {tb[key]} |" for key, label in FIFTHS]
+            + [f"| updates with a tie push (`tie_push.py`) | {ta['tie']} | {tb['tie']} |"])
 
 
 def _solve(ev: Optional[dict]) -> list:
@@ -100,20 +110,19 @@ def best_at_k_rows(task: str, evs: list) -> tuple:
     return ks, curves, valid, present[0]["metric"], lower
 
 
-def same_stretch(ra: pathlib.Path, rb: pathlib.Path, n_a: int, n_b: int, names: tuple) -> list:
+def same_stretch(ta: dict, tb: dict, names: tuple) -> list:
     """When the two runs logged different numbers of updates (a slower machine, another
     budget), their fifths cover different stretches of training: the same rows over the
     first min(n_a, n_b) updates of each, so that the learners are compared update for update.
     Their best@k below still comes from runs of different lengths."""
+    n_a, n_b = len(ta["rows"]), len(tb["rows"])
     u = min(n_a, n_b)
     if n_a == n_b or u == 0:
         return []
-    ta, tb = training_rows(ra, u), training_rows(rb, u)
     na, nb = names
     return ([f"The runs logged {n_a} and {n_b} updates; over the first {u} of each:", "",
              f"| first → last fifth of the first {u} updates | {na} | {nb} |", "|---|---|---|"]
-            + [f"| {label} | {ta[key]} | {tb[key]} |" for key, label in FIFTHS]
-            + [f"| updates with a tie push (`tie_push.py`) | {ta['tie']} | {tb['tie']} |", ""])
+            + _trend_lines(trend_cells(ta["rows"][:u]), trend_cells(tb["rows"][:u])) + [""])
 
 
 def compare(a: pathlib.Path, b: pathlib.Path, names: tuple) -> str:
@@ -127,11 +136,10 @@ def compare(a: pathlib.Path, b: pathlib.Path, names: tuple) -> str:
         ta, tb = training_rows(ra), training_rows(rb)
         out += [f"## {task}, {seed}", "",
                 f"| first → last fifth of the updates | {na} | {nb} |", "|---|---|---|"]
-        out += [f"| {label} | {ta[key]} | {tb[key]} |" for key, label in FIFTHS]
-        out += [f"| updates with a tie push (`tie_push.py`) | {ta['tie']} | {tb['tie']} |",
-                f"| `bad_format` programs over the run | {ta['bad_format']} | {tb['bad_format']} |",
+        out += _trend_lines(ta, tb)
+        out += [f"| `bad_format` programs over the run | {ta['bad_format']} | {tb['bad_format']} |",
                 f"| updates, programs per hour | {ta['throughput']} | {tb['throughput']} |", ""]
-        out += same_stretch(ra, rb, ta["n"], tb["n"], names)
+        out += same_stretch(ta, tb, names)
         sft = base._eval(ra / "sft", task) or base._eval(rb / "sft", task)
         evs = [sft, base._eval(ra / "rl_eval", task), base._eval(rb / "rl_eval", task)]
         ks, cs, valid, metric, lower = best_at_k_rows(task, evs)
