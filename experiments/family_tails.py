@@ -1,0 +1,158 @@
+"""Best@k per model family, from the samples of `experiments/evaluate.py`.
+
+The learner's default objective is the expected best of k = 8 programs (`--advantage=max_at_k
+--best_of_k=8`). A policy that writes one model family only has that family's best@k as its
+objective, so if the objective settles on one family, it is worth knowing which family is on
+top at k = 8 and whether the same one is on top at k = 128, the evaluation's k. This tool reads
+an SFT evaluation (and optionally the RL policy's) and prints, per family, its solve samples,
+valid ones, mean valid score and best@k over its own samples (invalid = the shared floor, as in
+the report). For each k it names the family on top ("J_k's family", among families with at
+least k samples; with a dozen samples of a family its best@8 is a rough estimate).
+
+    python experiments/family_tails.py runs/rl_gain/<task>/seed0/sft.json [rl_eval.json]
+    python experiments/family_tails.py --runs=experiments/results/rl_gain_build5_fix_files
+
+With `--runs`, one line per task and seed of a `launch/rl_gain.sh` folder: the SFT samples'
+J_8 family, the family the RL policy samples most, and both policies' best@128.
+"""
+
+import json
+import pathlib
+import sys
+from typing import Optional
+
+import numpy as np
+from absl import app, flags
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from mle_rl.agent import best_at_k as bak  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("runs", None, "a launch/rl_gain.sh output folder: one line per task/seed")
+flags.DEFINE_integer("k", 8, "--runs: the k whose top family is named (the flagfile's best_of_k)")
+
+
+def load(path: pathlib.Path) -> dict:
+    """The one task of an evaluate.py JSON."""
+    d = json.loads(pathlib.Path(path).read_text())
+    if len(d) != 1:
+        raise ValueError(f"{path}: {len(d)} tasks; give an evaluation of one task")
+    return next(iter(d.values()))
+
+
+def _solve(ev: dict) -> list:
+    """(family, score or None) of the solve samples."""
+    if "sample_families" not in ev:
+        raise ValueError("no per-sample families (evaluate.py records them since commit c984cc6)")
+    return [(f, s) for f, s, m in zip(ev["sample_families"], ev["scores"], ev["modes"])
+            if m == "solve"]
+
+
+def common_floor(evs: list) -> Optional[float]:
+    every = [s for ev in evs for _, s in _solve(ev)]
+    return bak.floor_of(every, evs[0].get("sample_submission_score"),
+                        bool(evs[0]["is_lower_better"]))
+
+
+def family_table(ev: dict, floor: float, ks=None) -> dict:
+    """family -> {n, valid, share, mean, best_at_k: {k: value}} over its own solve samples."""
+    lower = bool(ev["is_lower_better"])
+    by: dict = {}
+    for f, s in _solve(ev):
+        by.setdefault(f, []).append(s)
+    total = sum(len(v) for v in by.values())
+    out = {}
+    for f, scores in by.items():
+        valid = [s for s in scores if s is not None and np.isfinite(s)]
+        out[f] = {"n": len(scores), "valid": len(valid), "share": len(scores) / total,
+                  "mean": float(np.mean(valid)) if valid else None,
+                  "best_at_k": bak.best_at_k(scores, ks or bak.powers_of_two(len(scores)),
+                                             is_lower_better=lower, floor=floor)}
+    return out
+
+
+def top_family(table: dict, k: int, lower: bool) -> Optional[str]:
+    """The family with the best best@k among those with at least k samples."""
+    have = {f: r["best_at_k"][k] for f, r in table.items() if k in r["best_at_k"]}
+    if not have:
+        return None
+    return (min if lower else max)(have, key=have.get)
+
+
+def render(evs: list, names: list) -> str:
+    floor = common_floor(evs)
+    if floor is None:
+        return "no valid sample and no sample-submission score: no floor, no best@k"
+    lower = bool(evs[0]["is_lower_better"])
+    ks = bak.powers_of_two(max(len(_solve(ev)) for ev in evs))
+    lines = [f"metric {evs[0]['metric']} ({'lower' if lower else 'higher'} is better); "
+             f"invalid = {-floor if lower else floor:.4f}"]
+    for ev, name in zip(evs, names):
+        table = family_table(ev, floor, ks)
+        cols = [k for k in ks if any(k in r["best_at_k"] for r in table.values())]
+        lines += ["", f"{name}: {len(_solve(ev))} solve samples",
+                  "| family | n | valid | mean valid | " + " | ".join(f"@{k}" for k in cols) + " |",
+                  "|---|---|---|---|" + "---|" * len(cols)]
+        for f, r in sorted(table.items(), key=lambda x: -x[1]["n"]):
+            mean = "-" if r["mean"] is None else f"{r['mean']:.4f}"
+            cells = [f"{r['best_at_k'][k]:.4f}" if k in r["best_at_k"] else "" for k in cols]
+            lines.append(f"| {f} | {r['n']} | {r['valid']} | {mean} | " + " | ".join(cells) + " |")
+        tops = [f"@{k} {top_family(table, k, lower)}" for k in cols]
+        lines.append("J_k's family (top best@k among families with >= k samples): "
+                     + ", ".join(tops))
+    return "\n".join(lines)
+
+
+def runs_lines(root: pathlib.Path, k: int) -> list:
+    lines = [f"| task | seed | SFT's J_{k} family (its best@{k}) | RL's commonest family (share) | "
+             "SFT best@max | RL best@max |", "|---|---|---|---|---|---|"]
+    for sft in sorted(root.glob("*/seed*/sft.json")):
+        rl = sft.with_name("rl_eval.json")
+        if not rl.is_file():
+            continue
+        a, b = load(sft), load(rl)
+        try:
+            floor = common_floor([a, b])
+        except ValueError as e:
+            lines.append(f"| {sft.parts[-3]} | {sft.parts[-2]} | {e} | | | |")
+            continue
+        if floor is None:
+            continue
+        lower = bool(a["is_lower_better"])
+        ta, tb = family_table(a, floor, [k]), family_table(b, floor)
+        fam = top_family(ta, k, lower)
+        best = f"{fam} ({ta[fam]['best_at_k'][k]:.4f})" if fam else "-"
+        common = max(tb, key=lambda f: tb[f]["share"])
+        n = min(len(_solve(a)), len(_solve(b)))
+        ka = bak.best_at_k([s for _, s in _solve(a)], [n], is_lower_better=lower, floor=floor)
+        kb = bak.best_at_k([s for _, s in _solve(b)], [n], is_lower_better=lower, floor=floor)
+        lines.append(f"| {sft.parts[-3]} | {sft.parts[-2]} | {best} | {common} "
+                     f"({tb[common]['share']:.0%}) | @{n} {ka.get(n, float('nan')):.4f} | "
+                     f"@{n} {kb.get(n, float('nan')):.4f} |")
+    return lines
+
+
+def main(argv):
+    if FLAGS.runs:
+        if len(argv) > 1:
+            raise app.UsageError("--runs takes no evaluation files")
+        root = pathlib.Path(FLAGS.runs)
+        if not root.is_dir():
+            raise app.UsageError(f"--runs: no folder {root}")
+        print("\n".join(runs_lines(root, FLAGS.k)))
+        return 0
+    if len(argv) < 2:
+        raise app.UsageError("give one or more evaluate.py JSONs (e.g. sft.json rl_eval.json)")
+    paths = [pathlib.Path(p) for p in argv[1:]]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise app.UsageError(f"no such file: {', '.join(missing)}")
+    try:
+        print(render([load(p) for p in paths], [p.stem for p in paths]))
+    except ValueError as e:
+        raise app.UsageError(str(e))
+    return 0
+
+
+if __name__ == "__main__":
+    app.run(main)
