@@ -12,6 +12,10 @@ least k samples; with a dozen samples of a family its best@8 is a rough estimate
     python experiments/family_tails.py runs/rl_gain/<task>/seed0/sft.json [rl_eval.json]
     python experiments/family_tails.py --runs=experiments/results/rl_gain_build5_fix_files
 
+`--credit` adds, per family, the learner's max@k credit over groups drawn from the samples,
+with each group divided by its own std (as the learner does) and with one scale for all: which
+families the first updates push up, and how much of that is the per-group scale.
+
 With `--runs`, one line per task and seed of a `launch/rl_gain.sh` folder: the SFT samples'
 J_8 family, the family the RL policy samples most, and both policies' best@128.
 """
@@ -29,7 +33,11 @@ from mle_rl.agent import best_at_k as bak  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("runs", None, "a launch/rl_gain.sh output folder: one line per task/seed")
-flags.DEFINE_integer("k", 8, "--runs: the k whose top family is named (the flagfile's best_of_k)")
+flags.DEFINE_integer("k", 8, "the learner's k (the flagfile's --best_of_k): --runs names the "
+                     "SFT samples' top family at this k; --credit's objective")
+flags.DEFINE_bool("credit", False, "also the max@k credit per family over groups drawn from "
+                  "each evaluation's samples, per-group std vs one scale (credit_table)")
+flags.DEFINE_integer("group_size", 8, "--credit: programs per group (the flagfile's)")
 
 
 def load(path: pathlib.Path) -> dict:
@@ -79,7 +87,51 @@ def top_family(table: dict, k: int, lower: bool) -> Optional[str]:
     return (min if lower else max)(have, key=have.get)
 
 
-def render(evs: list, names: list) -> str:
+def credit_table(ev: dict, k: int, group: int, draws: int = 4096, seed: int = 0) -> dict:
+    """family -> the max@k gradient on its logit (were the family a softmax choice with the
+    samples' shares p_f): sum_b A_b (1[f_b = f] - p_f), mean over groups of
+    `group` programs drawn without replacement from the solve samples (their rewards as
+    rl4mle gives them: the signed score, a failure -10). Two scales: "group", each group
+    divided by its own std (the learner's --grpo_std, the default), and "run", every group
+    divided by one std over all draws (the unbiased J_k gradient up to a constant). The
+    failure term (--best_of_k_valid_coef) is left out: it is the same on both scales."""
+    import jax.numpy as jnp
+    from mle_rl.env import rewards
+    from mle_rl.rl import group_advantages as ga
+    lower = bool(ev["is_lower_better"])
+    fam = np.array([f for f, _ in _solve(ev)])
+    r = np.array([rewards.FAILURE_REWARD if s is None or not np.isfinite(s)
+                  else (-s if lower else s) for _, s in _solve(ev)], np.float32)
+    if len(r) < group:
+        raise ValueError(f"{len(r)} solve samples, fewer than a group of {group}")
+    rng = np.random.default_rng(seed)
+    per = 64
+    gid = jnp.repeat(jnp.arange(per), group)
+    rows, adv = [], {"group": [], "run": []}
+    for _ in range(max(1, draws // per)):
+        idx = np.concatenate([rng.choice(len(r), group, replace=False) for _ in range(per)])
+        s = jnp.asarray(r[idx])
+        adv["group"].append(np.asarray(ga.max_at_k(s, gid, k, normalize_std=True)))
+        adv["run"].append(np.asarray(ga.max_at_k(s, gid, k, normalize_std=False)))
+        rows.append(fam[idx])
+    fams = np.concatenate(rows)
+    n_groups = len(fams) / group
+    names, counts = np.unique(fam, return_counts=True)
+    share = dict(zip(names, counts / len(fam)))
+    out = {}
+    for scale, parts in adv.items():
+        a = np.concatenate(parts)
+        if scale == "run":
+            a = a / max(float(a.std()), 1e-12)
+        # The gradient on family f's logit, were the family a softmax choice: sum_b A_b
+        # (1[f_b = f] - p_f) (max@k's advantages need not sum to zero over a group).
+        out[scale] = {f: float((a[fams == f].sum() - share[f] * a.sum()) / n_groups)
+                      for f in names}
+    return out
+
+
+def render(evs: list, names: list, credit: Optional[tuple] = None) -> str:
+    """The per-family tables; with `credit` = (k, group size), each one's credit_table."""
     floor = common_floor(evs)
     if floor is None:
         return "no valid sample and no sample-submission score: no floor, no best@k"
@@ -100,6 +152,15 @@ def render(evs: list, names: list) -> str:
         tops = [f"@{k} {top_family(table, k, lower)}" for k in cols]
         lines.append("J_k's family (top best@k among families with >= k samples): "
                      + ", ".join(tops))
+        if credit:
+            c = credit_table(ev, *credit)
+            lines += ["", f"{name}: max@{credit[0]} credit per group of {credit[1]}: the gradient on "
+                      "each family's logit, sum_b A_b (1[f_b = f] - p_f), mean over 4,096 "
+                      "drawn groups",
+                      "| family | each group by its std (default) | one scale for all |",
+                      "|---|---|---|"]
+            lines += [f"| {f} | {c['group'][f]:+.3f} | {c['run'][f]:+.3f} |"
+                      for f in sorted(c["group"], key=lambda f: -c["group"][f])]
     return "\n".join(lines)
 
 
@@ -148,7 +209,8 @@ def main(argv):
     if missing:
         raise app.UsageError(f"no such file: {', '.join(missing)}")
     try:
-        print(render([load(p) for p in paths], [p.stem for p in paths]))
+        print(render([load(p) for p in paths], [p.stem for p in paths],
+                     (FLAGS.k, FLAGS.group_size) if FLAGS.credit else None))
     except ValueError as e:
         raise app.UsageError(str(e))
     return 0

@@ -81,3 +81,22 @@ def test_cli_bad_input_is_one_clear_line(tmp_path):
     assert r.returncode != 0 and "no such file" in r.stderr and "Traceback" not in r.stderr
     r = run(f"--runs={tmp_path / 'none'}")
     assert r.returncode != 0 and "no folder" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_credit_is_a_gradient_on_family_logits_whatever_the_units():
+    """Linear programs within 0.003 of each other, MLPs at 0.70 or 0.95, knn always last:
+    the credits on the family logits sum to zero; the family that holds the top scores
+    gains and the one that never wins loses, on both scales; and neither scale depends on
+    the metric's units or direction (scores x -10 with lower better give the same)."""
+    lin = [("linear", 0.800 + 0.001 * (i % 4)) for i in range(16)]
+    mlp = [("mlp", 0.95 if i % 4 == 0 else 0.70) for i in range(8)]
+    knn = [("knn", 0.60)] * 8
+    c = family_tails.credit_table(_eval(lin + mlp + knn), k=4, group=4, draws=1024)
+    for scale in ("group", "run"):
+        assert sum(c[scale].values()) == pytest.approx(0.0, abs=1e-4)
+        assert c[scale]["mlp"] > 0 > c[scale]["knn"]
+    ten = _eval([(f, -10 * s) for f, s in lin + mlp + knn], lower=True, baseline=-5.0)
+    c10 = family_tails.credit_table(ten, k=4, group=4, draws=1024)
+    for scale in ("group", "run"):
+        for f in ("linear", "mlp", "knn"):
+            assert c10[scale][f] == pytest.approx(c[scale][f], rel=1e-3, abs=1e-3)
