@@ -13,8 +13,9 @@ least k samples; with a dozen samples of a family its best@8 is a rough estimate
     python experiments/family_tails.py --runs=experiments/results/rl_gain_build5_fix_files
 
 `--credit` adds, per family, the learner's max@k credit over groups drawn from the samples,
-with each group divided by its own std (as the learner does) and with one scale for all: which
-families the first updates push up, and how much of that is the per-group scale.
+with each group divided by its own std (the learner's default), each update divided by the
+spread of its valid scores (`--best_of_k_scale=scores`), and one scale for all: which families
+the first updates push up, and how much of that is the scale.
 
 With `--runs`, one line per task and seed of a `launch/rl_gain.sh` folder: the SFT samples'
 J_8 family, the family the RL policy samples most, and both policies' best@128.
@@ -91,10 +92,13 @@ def credit_table(ev: dict, k: int, group: int, draws: int = 4096, seed: int = 0)
     """family -> the max@k gradient on its logit (were the family a softmax choice with the
     samples' shares p_f): sum_b A_b (1[f_b = f] - p_f), mean over groups of
     `group` programs drawn without replacement from the solve samples (their rewards as
-    rl4mle gives them: the signed score, a failure -10). Two scales: "group", each group
-    divided by its own std (the learner's --grpo_std, the default), and "run", every group
-    divided by one std over all draws (the unbiased J_k gradient up to a constant). The
-    failure term (--best_of_k_valid_coef) is left out: it is the same on both scales."""
+    rl4mle gives them: the signed score, a failure -10). Three scales: "group", each group
+    divided by its own std (the learner's default, --best_of_k_scale=group); "scores", two
+    groups to an update (the flagfile's batch), each update divided by the std of its valid
+    scores (--best_of_k_scale=scores); "run", every group divided by one std over all draws
+    (the unbiased J_k gradient up to a constant). The failure term (--best_of_k_valid_coef)
+    is left out: it is the same on every scale."""
+    import jax
     import jax.numpy as jnp
     from mle_rl.env import rewards
     from mle_rl.rl import group_advantages as ga
@@ -105,13 +109,18 @@ def credit_table(ev: dict, k: int, group: int, draws: int = 4096, seed: int = 0)
     if len(r) < group:
         raise ValueError(f"{len(r)} solve samples, fewer than a group of {group}")
     rng = np.random.default_rng(seed)
-    per = 64
+    per = 64                                      # groups per call; pairs are updates
     gid = jnp.repeat(jnp.arange(per), group)
-    rows, adv = [], {"group": [], "run": []}
+    pair = jnp.repeat(jnp.arange(2), group)
+    scores_scale = jax.vmap(lambda s, v: ga.max_at_k(s, pair, k, valid=v, scale="scores"))
+    rows, adv = [], {"group": [], "scores": [], "run": []}
     for _ in range(max(1, draws // per)):
         idx = np.concatenate([rng.choice(len(r), group, replace=False) for _ in range(per)])
         s = jnp.asarray(r[idx])
+        valid = jnp.asarray(r[idx] != rewards.FAILURE_REWARD, jnp.float32)
         adv["group"].append(np.asarray(ga.max_at_k(s, gid, k, normalize_std=True)))
+        adv["scores"].append(np.asarray(scores_scale(s.reshape(per // 2, -1),
+                                                     valid.reshape(per // 2, -1))).ravel())
         adv["run"].append(np.asarray(ga.max_at_k(s, gid, k, normalize_std=False)))
         rows.append(fam[idx])
     fams = np.concatenate(rows)
@@ -157,9 +166,10 @@ def render(evs: list, names: list, credit: Optional[tuple] = None) -> str:
             lines += ["", f"{name}: max@{credit[0]} credit per group of {credit[1]}: the gradient on "
                       "each family's logit, sum_b A_b (1[f_b = f] - p_f), mean over 4,096 "
                       "drawn groups",
-                      "| family | each group by its std (default) | one scale for all |",
-                      "|---|---|---|"]
-            lines += [f"| {f} | {c['group'][f]:+.3f} | {c['run'][f]:+.3f} |"
+                      "| family | each group by its std (default) | each update by its "
+                      "valid scores' std | one scale for all |", "|---|---|---|---|"]
+            lines += [f"| {f} | {c['group'][f]:+.3f} | {c['scores'][f]:+.3f} | "
+                      f"{c['run'][f]:+.3f} |"
                       for f in sorted(c["group"], key=lambda f: -c["group"][f])]
     return "\n".join(lines)
 

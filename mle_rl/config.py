@@ -183,6 +183,11 @@ def define_flags():
                    "graded submission), each divided by its own group std, so a failure pays "
                    "without shrinking the differences between valid programs "
                    "(rl/group_advantages.py).")
+    d.DEFINE_enum("best_of_k_scale", "group", ["group", "scores"], "--advantage=max_at_k: "
+                  "what the best-of-k term is divided by: each group's std of its advantages "
+                  "(a win is a unit of credit whatever its margin), or one std for the update, "
+                  "of its valid programs' scores (a win counts by its margin; "
+                  "rl/group_advantages.py, experiments/family_tails.py --credit).")
     d.DEFINE_integer("group_size", 1, "Samples per prompt (verl rollout.n); the buffer "
                      "releases a prompt's samples to the learner only together.")
     d.DEFINE_float("kl_coef", 0.02, "KL(policy || reference) penalty in the reward (verl "
@@ -317,6 +322,8 @@ def _check_learner_flags(f):
            f"--best_of_k_mean_coef must be in [0, 1], got {f.best_of_k_mean_coef}.")
     _check(0.0 <= f.best_of_k_valid_coef < float("inf"),
            f"--best_of_k_valid_coef must be finite and >= 0, got {f.best_of_k_valid_coef}.")
+    _check(f.best_of_k_scale == "group" or f.grpo_std,
+           "--best_of_k_scale=scores divides by a std; it contradicts --nogrpo_std.")
     _check(f.loss_scale_factor is None or f.loss_scale_factor > 0,
            "--loss_scale_factor must be > 0.")
     _check(f.max_skipped_updates >= 1, "--max_skipped_updates must be >= 1.")
@@ -331,7 +338,8 @@ def _learner_options(f) -> dict:
                 value_clip_eps=f.value_clip_eps, weight_decay=f.weight_decay,
                 advantage=f.advantage, grpo_std=f.grpo_std, best_of_k=f.best_of_k,
                 best_of_k_mean_coef=f.best_of_k_mean_coef,
-                best_of_k_valid_coef=f.best_of_k_valid_coef, kl_ctrl=f.kl_ctrl,
+                best_of_k_valid_coef=f.best_of_k_valid_coef,
+                best_of_k_scale=f.best_of_k_scale, kl_ctrl=f.kl_ctrl,
                 kl_target=f.kl_target, kl_horizon=f.kl_horizon, use_kl_loss=f.use_kl_loss,
                 kl_loss_coef=f.kl_loss_coef, kl_loss_kind=f.kl_loss_kind,
                 loss_scale_factor=scale)

@@ -92,11 +92,11 @@ def test_credit_is_a_gradient_on_family_logits_whatever_the_units():
     mlp = [("mlp", 0.95 if i % 4 == 0 else 0.70) for i in range(8)]
     knn = [("knn", 0.60)] * 8
     c = family_tails.credit_table(_eval(lin + mlp + knn), k=4, group=4, draws=1024)
-    for scale in ("group", "run"):
+    for scale in ("group", "scores", "run"):
         assert sum(c[scale].values()) == pytest.approx(0.0, abs=1e-4)
         assert c[scale]["mlp"] > 0 > c[scale]["knn"]
     ten = _eval([(f, -10 * s) for f, s in lin + mlp + knn], lower=True, baseline=-5.0)
     c10 = family_tails.credit_table(ten, k=4, group=4, draws=1024)
-    for scale in ("group", "run"):
+    for scale in ("group", "scores", "run"):
         for f in ("linear", "mlp", "knn"):
             assert c10[scale][f] == pytest.approx(c[scale][f], rel=1e-3, abs=1e-3)

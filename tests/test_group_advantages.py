@@ -225,6 +225,36 @@ class GroupAdvantageTest(chex.TestCase):
     np.testing.assert_allclose(shifted, np.asarray(group_advantages.max_at_k(scores, groups, 8)),
                                rtol=1e-3, atol=1e-4)
 
+  def test_max_at_k_scores_scale_counts_a_win_by_its_margin(self):
+    """scale="scores": one divisor for the batch, the std of its valid programs' scores. A
+    group won by 0.001 gets a thousandth of the credit of one won by 1.0 (each group's own
+    std gives both the same); failures stay out of the divisor; below 2 valid programs the
+    best-of-k term is 0, and the validity term is added as before."""
+    scores = np.array([0.801, 0.800, 0.800, 0.800, 1.80, 0.80, 0.80, 0.80, -10.0, 0.5],
+                      np.float32)
+    groups = np.array([0, 0, 0, 0, 1, 1, 1, 1, 2, 2], np.int32)
+    valid = (scores > -5).astype(np.float32)
+    out = np.asarray(group_advantages.max_at_k(scores, groups, 4, valid=valid, scale="scores"))
+    raw = _max_at_k_ref(scores.astype(np.float64), groups, 4, False)
+    spread = scores[valid > 0].astype(np.float64).std(ddof=1)
+    np.testing.assert_allclose(out[:8], raw[:8] / spread, rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(out[4] / out[0], 1000.0, rtol=1e-2)
+    per_group = np.asarray(group_advantages.max_at_k(scores, groups, 4, valid=valid))
+    np.testing.assert_allclose(per_group[0], per_group[4], rtol=1e-2)     # the same unit
+    # with μ, the validity term is added on its own (group) scale, as with scale="group"
+    mu = np.asarray(group_advantages.max_at_k(scores, groups, 4, valid=valid, valid_coef=1.0,
+                                              scale="scores"))
+    v = _group_normalized(_rloo_ref(valid, groups), groups)
+    np.testing.assert_allclose(mu - out, v, rtol=1e-4, atol=1e-5)
+    one_valid = np.where(np.arange(10) == 4, 1.0, 0.0).astype(np.float32)
+    none = np.asarray(group_advantages.max_at_k(scores, groups, 4, valid=one_valid,
+                                                scale="scores"))
+    np.testing.assert_array_equal(none[:8], 0.0)
+    with self.assertRaises(ValueError):
+      group_advantages.max_at_k(scores, groups, 4, scale="scores")          # needs `valid`
+    with self.assertRaises(ValueError):
+      group_advantages.max_at_k(scores, groups, 4, valid=valid, scale="batch")
+
   def test_max_at_k_refuses_k_below_one(self):
     with self.assertRaises(ValueError):
       group_advantages.max_at_k(np.ones(2, np.float32), np.zeros(2, np.int32), 0)

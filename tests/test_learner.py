@@ -138,19 +138,25 @@ def _np(tree):
     return jax.tree.map(np.asarray, tree)
 
 
-@pytest.mark.parametrize("advantage", ["grpo", "rloo", "max_at_k"])
-def test_critic_free_builds_no_critic_and_learns(advantage):
+@pytest.mark.parametrize("advantage, scale", [("grpo", "group"), ("rloo", "group"),
+                                              ("max_at_k", "group"), ("max_at_k", "scores")])
+def test_critic_free_builds_no_critic_and_learns(advantage, scale):
     """max_at_k with k = 2 over groups of 4 (two rewarded, two penalised samples): a
-    rewarded sample raises the best of two draws, a penalised one lowers it."""
+    rewarded sample raises the best of two draws, a penalised one lowers it; the same with
+    the batch's score spread as the divisor (all valid)."""
     policy = qwen2.init_model(CFG, seed=1)
     cfg = lrn.PPOConfig(actor_lr=1e-3, epochs=2, minibatches=2, kl_coef=0.0,
-                        advantage=advantage, logprob_chunk=4, best_of_k=2)
+                        advantage=advantage, logprob_chunk=4, best_of_k=2,
+                        best_of_k_scale=scale)
     learner = lrn.Learner(policy, cfg, seed=0)
     assert learner.state.critic is None and learner.state.critic_opt is None
     assert learner.critic_graph is None and learner.critic_tx is None
     sizes = learner.state_bytes()
     assert sizes["critic"] == sizes["critic_opt"] == 0 and sizes["policy"] > 0
     batch = _grouped(make_batch(learner.policy()))
+    if scale == "scores":
+        assert "valid" in cfg.batch_keys
+        batch["valid"] = np.ones_like(batch["rewards"])
     with pytest.raises(ValueError, match="group_ids"):
         learner.update(make_batch(learner.policy()))          # no groups: a clear error
     before = seq_logprob(learner, batch)

@@ -214,8 +214,12 @@ def test_cli_errors_are_one_clear_line(tmp_path, cache):
     assert r.returncode != 0 and "max_steps" in r.stderr
 
 
+@pytest.mark.slow
 def test_same_run_on_one_device_and_on_a_2x2_mesh_of_4_cpu_devices(tmp_path, cache):
-    """The trainer runs unchanged on 4 forced CPU devices with a (data 2, model 2) mesh."""
+    """The trainer runs unchanged on 4 forced CPU devices with a (data 2, model 2) mesh.
+    Slow (two whole runs, ~100 s on 2 slow cores; launch/slow_tests.sh runs it): CI checks
+    the sharded update in process (test_learner's one device vs a 2x2 mesh) and two
+    processes' global batch (test_distributed)."""
     out = {}
     for name, devices, mesh in (("one", 1, []), ("four", 4, ["--mesh_shape=2,2"])):
         wd = tmp_path / name
@@ -256,10 +260,13 @@ def _two_processes(wd, cache, extra=(), n=2):
     return [p.returncode for p in procs], logs
 
 
+@pytest.mark.slow
 def test_two_processes_on_localhost_train_checkpoint_and_resume_together(tmp_path, cache):
     """The same program as 2 processes (jax.distributed over gloo, 1 CPU device each, one
     global mesh): both reach the step limit in lockstep, process 0 alone writes the metrics,
-    one checkpoint holds both processes' host state, and both resume from it."""
+    one checkpoint holds both processes' host state, and both resume from it. Slow (five
+    starts of run.py, ~160 s on 2 slow cores; launch/slow_tests.sh runs it): CI checks the
+    same resume, host state and refusal after a kill -9 (test_peer_loss)."""
     wd = tmp_path / "mh"
     codes, logs = _two_processes(wd, cache, ["--max_steps=2"])
     assert codes == [0, 0], "\n\n".join(l[-2500:] for l in logs)
@@ -336,6 +343,8 @@ def test_consecutive_non_finite_updates_stop_with_a_message_and_a_valid_checkpoi
     (["--group_size=8", "--batch_size=8", "--max_in_flight=4"], "--max_in_flight=4 must be"),
     (["--clip_ratio_c=0.5"], "--clip_ratio_c must be > 1"),
     (["--kl_ctrl=adaptive", "--kl_coef=0"], "--kl_ctrl=adaptive needs"),
+    (["--advantage=max_at_k", "--group_size=2", "--best_of_k_scale=scores", "--grpo_std=false"],
+     "contradicts --nogrpo_std"),
 ])
 def test_learner_flag_contradictions_fail_with_one_line(tmp_path, bad, message):
     with pytest.raises(config.ConfigError, match=message):
@@ -397,6 +406,14 @@ def test_default_flagfile_parses_to_the_tuned_learner(tmp_path):
 
 def test_best_of_k_mean_coef_reaches_the_learner(tmp_path):
     assert _config(tmp_path, best_of_k_mean_coef=0.25).ppo.best_of_k_mean_coef == 0.25
+
+
+def test_best_of_k_scale_reaches_the_learner_and_asks_for_valid(tmp_path):
+    """--best_of_k_scale=scores divides by the spread of the batch's valid scores: the
+    learner asks the batch for `valid` even without a validity term."""
+    ppo = _config(tmp_path, advantage="max_at_k", group_size=4, best_of_k_scale="scores").ppo
+    assert ppo.best_of_k_scale == "scores" and "valid" in ppo.batch_keys
+    assert _config(tmp_path, advantage="max_at_k", group_size=4).ppo.best_of_k_scale == "group"
 
 
 def test_best_of_k_valid_coef_runs_through_the_loop(tmp_path, cache, monkeypatch):

@@ -94,7 +94,8 @@ def max_at_k(scores: chex.Array,
              signal: Optional[chex.Array] = None,
              mean_coef: float = 0.0,
              valid: Optional[chex.Array] = None,
-             valid_coef: float = 0.0) -> chex.Array:
+             valid_coef: float = 0.0,
+             scale: str = "group") -> chex.Array:
   r"""Leave-one-out advantage of the expected best of ``k`` draws (pass@k / max@k objective).
 
   The objective is ``J_k = E[max(s_1, ..., s_k)]`` over ``k`` independent samples of a
@@ -150,6 +151,15 @@ def max_at_k(scores: chex.Array,
   zeros are exact (until session 54 they were a residue that the division made a constant
   advantage of order one for the whole group).
 
+  ``scale`` (with ``normalize_std``): what the best-of-k term is divided by. ``"group"``:
+  each group's std of its advantages, as above: a group's win is a unit of credit however
+  small its margin, so a family whose programs cluster (logistic regression on Pima: many
+  wins by 0.001 over each other) gains more than its margins are worth. ``"scores"``: one
+  scale for the whole batch, the std of its valid programs' scores (``valid``, at least 2;
+  else the term is 0): a win counts by its margin relative to the spread of the update's
+  programs, so a near-tie is worth little and a clear win much
+  (``experiments/family_tails.py --credit`` measures the difference on stored samples).
+
   ``signal``: what decides whether a group carries a signal at all. The trainer's scores
   are the rewards less the KL penalty; when the rewards of a group are all equal (eight
   programs with the same validation score), their scores still differ by the KL terms,
@@ -169,6 +179,7 @@ def max_at_k(scores: chex.Array,
     valid: ``[B]`` (bool or 0/1) whether each program was valid; needed when
       ``valid_coef > 0``.
     valid_coef: the weight ``μ >= 0`` of the validity term ``Â_v`` (0: none).
+    scale: ``"group"`` or ``"scores"`` (needs ``valid``): the divisor of the best-of-k term.
 
   Returns:
     ``[B]`` float32 advantages (data: ``stop_gradient``).
@@ -181,7 +192,12 @@ def max_at_k(scores: chex.Array,
     raise ValueError(f"max_at_k: valid_coef must be finite and >= 0, got {valid_coef}.")
   if float(valid_coef) > 0.0 and valid is None:
     raise ValueError("max_at_k: valid_coef > 0 needs `valid` (1 = a graded submission).")
+  if scale not in SCALES:
+    raise ValueError(f"max_at_k: scale must be one of {SCALES}, got {scale!r}.")
+  if scale == "scores" and valid is None:
+    raise ValueError("max_at_k: scale='scores' needs `valid` (1 = a graded submission).")
   s, n, _, same = _group_stats(scores, group_ids)
+  absolute = s
   # Scores relative to their group's best: J_k's estimate is unchanged (the probabilities of
   # both terms sum to one), and a term that is exactly zero in theory is zero in float32. On
   # the absolute scale two tied best programs left every member of the group a rounding
@@ -217,7 +233,16 @@ def max_at_k(scores: chex.Array,
   chex.assert_equal_shape([sig, s])
   sig_top, sig_bottom = _group_extremes(sig, same)
   adv = jnp.where(sig_top > sig_bottom, raw, 0.0)      # equal signals: exactly no signal
-  if normalize_std:
+  if normalize_std and scale == "scores":
+    # One divisor for the batch: the spread of its valid programs' scores.
+    v = jax.lax.stop_gradient(jnp.asarray(valid).astype(jnp.float32))
+    chex.assert_equal_shape([v, s])
+    n_valid = jnp.sum(v)
+    mean_v = jnp.sum(v * absolute) / jnp.maximum(n_valid, 1.0)
+    spread = jnp.sqrt(jnp.sum(v * jnp.square(absolute - mean_v)) / jnp.maximum(n_valid - 1.0, 1.0))
+    usable = (n_valid >= 2.0) & (spread > _ROUNDING * jnp.max(jnp.abs(v * absolute)))
+    adv = jnp.where(usable, adv / (spread + eps), 0.0)
+  elif normalize_std:
     # Advantages that are zero but for rounding (spread over the group's score range below
     # float32's resolution) are zero: the division would give them unit scale.
     std = _group_std(adv, same, n)
@@ -232,6 +257,9 @@ def max_at_k(scores: chex.Array,
     adv = jnp.where(n < 2, adv, adv + valid_coef * adv_v)
   return jax.lax.stop_gradient(adv)
 
+
+# The divisors of max_at_k's best-of-k term (its ``scale``).
+SCALES = ("group", "scores")
 
 # Relative size below which a group's advantages are rounding residue (float32's epsilon is
 # 1.2e-7; a real max@k signal is at least a score step over k, orders of magnitude above).

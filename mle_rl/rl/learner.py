@@ -24,7 +24,8 @@ Batch (host numpy or device arrays; `B` sequences of length `L`):
   behaviour_logprobs [B, L] f32   log π_behaviour(token_t | tokens_<t) at sampling time
   rewards [B] f32, durations [B] f32 (Δt, seconds)
   group_ids [B] int32             (critic-free only) equal ids = samples of the same prompt
-  valid [B] f32                   (max_at_k with best_of_k_valid_coef > 0) 1 = graded submission
+  valid [B] f32                   (max_at_k with best_of_k_valid_coef > 0 or
+                                  best_of_k_scale="scores") 1 = graded submission
 
 Parameters are pure dicts (`nnx.to_pure_dict`); graph definitions are static. On a mesh,
 parameters follow `models.sharding` and the batch is split over the `data` axis.
@@ -46,6 +47,7 @@ from mle_rl.runtime import distributed
 from mle_rl.models import sharding as shd
 from mle_rl.models.qwen2 import Qwen2
 from mle_rl.models.value_head import Critic, ValueHead
+from mle_rl.rl import group_advantages as group_adv
 from mle_rl.rl import kl as rl_kl
 from mle_rl.rl import losses
 from mle_rl.rl.ppo_update import TrainState, policy_logprobs, ppo_update  # noqa: F401
@@ -84,6 +86,7 @@ class PPOConfig:
     best_of_k: int = 4              # max_at_k: the k of the expected best of k draws
     best_of_k_mean_coef: float = 0.0   # max_at_k: λ of (1 - λ) E[best of k] + λ E[score]
     best_of_k_valid_coef: float = 0.0  # max_at_k: weight μ of the validity term (batch "valid")
+    best_of_k_scale: str = "group"     # max_at_k: divide by each group's std | the batch's valid scores' std
     gamma: float = 1.0
     lam: float = 0.95
     epochs: int = 1
@@ -112,6 +115,10 @@ class PPOConfig:
               f"best_of_k_mean_coef must be in [0, 1], got {self.best_of_k_mean_coef}.")
         check(0.0 <= self.best_of_k_valid_coef < float("inf"),
               f"best_of_k_valid_coef must be finite and >= 0, got {self.best_of_k_valid_coef}.")
+        check(self.best_of_k_scale in group_adv.SCALES,
+              f"best_of_k_scale must be one of {group_adv.SCALES}, got {self.best_of_k_scale!r}.")
+        check(self.best_of_k_scale == "group" or self.grpo_std,
+              "best_of_k_scale='scores' divides by a std: it needs grpo_std.")
         check(self.kl_ctrl in KL_CONTROLLERS,
               f"kl_ctrl must be one of {KL_CONTROLLERS}, got {self.kl_ctrl!r}.")
         check(self.kl_ctrl == "fixed" or (self.kl_target > 0 and self.kl_horizon > 0
@@ -134,7 +141,8 @@ class PPOConfig:
     @property
     def batch_keys(self) -> tuple:
         keys = BATCH_KEYS + (("group_ids",) if self.critic_free else ())
-        if self.advantage == "max_at_k" and self.best_of_k_valid_coef > 0:
+        if self.advantage == "max_at_k" and (self.best_of_k_valid_coef > 0
+                                             or self.best_of_k_scale == "scores"):
             keys += ("valid",)
         return keys
 

@@ -88,7 +88,8 @@ def _prepare(learner, state: TrainState, batch: dict):
                                          signal=batch["rewards"].astype(jnp.float32),
                                          mean_coef=cfg.best_of_k_mean_coef,
                                          valid=batch.get("valid"),
-                                         valid_coef=cfg.best_of_k_valid_coef)
+                                         valid_coef=cfg.best_of_k_valid_coef,
+                                         scale=cfg.best_of_k_scale)
         else:
             seq_adv = group_adv.rloo(scores, group_ids)
         adv = adv_lib.broadcast_sequence_advantage(seq_adv, mask)
