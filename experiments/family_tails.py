@@ -26,20 +26,12 @@ import pathlib
 import sys
 from typing import Optional
 
+import argparse
+
 import numpy as np
-from absl import app, flags
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from mle_rl.agent import best_at_k as bak  # noqa: E402
-
-FLAGS = flags.FLAGS
-flags.DEFINE_string("runs", None, "a launch/rl_gain.sh output folder: one line per task/seed")
-flags.DEFINE_integer("k", 8, "the learner's k (the flagfile's --best_of_k): --runs names the "
-                     "SFT samples' top family at this k; --credit's objective")
-flags.DEFINE_bool("credit", False, "also the max@k credit per family over groups drawn from "
-                  "each evaluation's samples, per-group std vs one scale (credit_table)")
-flags.DEFINE_integer("group_size", 8, "--credit: programs per group (the flagfile's)")
-
 
 def load(path: pathlib.Path) -> dict:
     """The one task of an evaluate.py JSON."""
@@ -203,28 +195,42 @@ def runs_lines(root: pathlib.Path, k: int) -> list:
     return lines
 
 
-def main(argv):
-    if FLAGS.runs:
-        if len(argv) > 1:
-            raise app.UsageError("--runs takes no evaluation files")
-        root = pathlib.Path(FLAGS.runs)
-        if not root.is_dir():
-            raise app.UsageError(f"--runs: no folder {root}")
-        print("\n".join(runs_lines(root, FLAGS.k)))
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("evals", nargs="*", type=pathlib.Path,
+                   help="evaluate.py JSONs of one task (e.g. sft.json rl_eval.json)")
+    p.add_argument("--runs", type=pathlib.Path,
+                   help="a launch/rl_gain.sh output folder: one line per task and seed")
+    p.add_argument("--k", type=int, default=8,
+                   help="the learner's k (the flagfile's --best_of_k): --runs names the SFT "
+                        "samples' top family at this k; --credit's objective")
+    p.add_argument("--credit", action="store_true",
+                   help="also the max@k credit per family over groups drawn from each "
+                        "evaluation's samples, on three scales (credit_table)")
+    p.add_argument("--group_size", type=int, default=8,
+                   help="--credit: programs per group (the flagfile's)")
+    args = p.parse_args(argv)
+    if args.k < 1 or args.group_size < 2:
+        p.error("--k must be >= 1 and --group_size >= 2")
+    if args.runs:
+        if args.evals:
+            p.error("--runs takes no evaluation files")
+        if not args.runs.is_dir():
+            p.error(f"--runs: no folder {args.runs}")
+        print("\n".join(runs_lines(args.runs, args.k)))
         return 0
-    if len(argv) < 2:
-        raise app.UsageError("give one or more evaluate.py JSONs (e.g. sft.json rl_eval.json)")
-    paths = [pathlib.Path(p) for p in argv[1:]]
-    missing = [str(p) for p in paths if not p.is_file()]
+    if not args.evals:
+        p.error("give one or more evaluate.py JSONs (e.g. sft.json rl_eval.json)")
+    missing = [str(e) for e in args.evals if not e.is_file()]
     if missing:
-        raise app.UsageError(f"no such file: {', '.join(missing)}")
+        p.error(f"no such file: {', '.join(missing)}")
     try:
-        print(render([load(p) for p in paths], [p.stem for p in paths],
-                     (FLAGS.k, FLAGS.group_size) if FLAGS.credit else None))
+        print(render([load(e) for e in args.evals], [e.stem for e in args.evals],
+                     (args.k, args.group_size) if args.credit else None))
     except ValueError as e:
-        raise app.UsageError(str(e))
+        p.error(str(e))
     return 0
 
 
 if __name__ == "__main__":
-    app.run(main)
+    sys.exit(main())
