@@ -60,17 +60,31 @@ def standin_dir(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("cid,why", LAYOUTS)
-def test_every_image_choice_reads_the_pictures_of_mlebench_layouts(standin_dir, cid, why):
+def _read_pictures(standin_dir, cid, why, images):
     from mle_rl.env import mlebench
     task = mlebench.make_task(standin_dir, cid)
     assert generic.has_images(task.public_dir)
-    for k, image in enumerate(generic.IMAGE):
-        family = ("linear", "hist_gb", "random_forest", "knn")[k % 4]
+    for image in images:
+        family = ("linear", "hist_gb", "random_forest", "knn")[list(generic.IMAGE).index(image)]
         res = _run(task, generic.Choice(task.metric, family, 2, 3, "median_scale", "holdout",
                                         image=image))
         assert res.status == "ok", (why, image, res.message, res.stderr_tail[-1500:])
         assert "image features:" in res.stdout_tail, (why, image, res.stdout_tail[-800:])
+
+
+@pytest.mark.parametrize("i", range(len(LAYOUTS)), ids=[c for c, _ in LAYOUTS])
+def test_image_choices_read_the_pictures_of_mlebench_layouts(standin_dir, i):
+    """Two image choices per layout, in turn, so that each choice reads three layouts (the
+    whole product is the slow test below: ~190 s on 2 slow cores)."""
+    names = list(generic.IMAGE)
+    assert len(names) == 4
+    _read_pictures(standin_dir, *LAYOUTS[i], images=(names[i % 4], names[(i + 2) % 4]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cid,why", LAYOUTS)
+def test_every_image_choice_reads_the_pictures_of_mlebench_layouts(standin_dir, cid, why):
+    _read_pictures(standin_dir, cid, why, images=list(generic.IMAGE))
 
 
 def test_pictures_carry_the_signal_on_the_image_builtin():

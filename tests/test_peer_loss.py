@@ -95,6 +95,22 @@ def test_a_process_killed_in_an_update_stops_the_other_and_both_resume(tmp_path)
     assert [p.returncode for p in procs] == [0, 0], "\n".join(e[-2000:] for _, e in logs)
     rows = [json.loads(l) for l in (wd / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3, 4]            # continued from checkpoint 2
+    # Both resumed from the one checkpoint, which holds each process's own host state; the
+    # metrics above are process 0's alone (one row per update).
+    text = ["".join(log) for log in logs]
+    assert all("[resume] continuing at update 2" in t for t in text), text[0][-2000:]
+    assert "done: process 1:" in text[1], text[1][-2000:]
+    from mle_rl.io import checkpoint as ckpt
+    hosts = ckpt.Checkpointer(wd / "checkpoints").read_extra()["hosts"]
+    assert len(hosts) == 2 and hosts[0]["host_rng"] != hosts[1]["host_rng"]
+    assert (wd / "policy" / "config.json").is_file()
+    # A one-process resume of a two-process checkpoint is refused, with the reason.
+    env = dict(os.environ, MLE_RL_CACHE=str(tmp_path / "cache"), JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)
+    one = subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), *COMMON,
+                          f"--workdir={wd}", "--max_steps=5", "--resume"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert one.returncode == 2 and "--num_processes" in one.stderr, one.stderr[-2000:]
 
 
 @pytest.mark.slow

@@ -179,10 +179,13 @@ def test_extrapolated_plan_is_close_to_the_full_compile(tmp_path):
             full["per_device_bytes"][part]["peak"], rel=0.1)
 
 
+@pytest.mark.slow
 def test_one_device_plan_adds_the_host_process_tokenizer_and_compiles(tmp_path):
     """--devices=1 (this host's memory, as the trainer runs on CPU): the plan adds what its
     own process measures: the policy's tokenizer, and the RSS each compile leaves. Several
-    devices stand for accelerators: no host figures."""
+    devices stand for accelerators: no host figures. Slow (three compiling plans, ~90 s on
+    2 slow cores; launch/slow_tests.sh runs it): CI checks the plan's JSON line and its
+    per-device figures (test_plan_prints_one_json_line_with_the_memory_per_device)."""
     from mle_rl.models import hf
     from mle_rl.warmstart import tokenizer as tok_lib
     path = tmp_path / "m"

@@ -4,6 +4,7 @@ update, with each decoder layer recomputed in the backward pass instead of store
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 
 from mle_rl.models import config as mcfg
@@ -107,9 +108,20 @@ def _batch(policy, b=4, prompt=5, resp=6, seed=0):
                 durations=rng.uniform(0.5, 5.0, b).astype(np.float32))
 
 
+def test_the_learner_builds_its_policy_with_remat_only_when_asked():
+    """PPOConfig.remat (what --remat sets) reaches the policy the learner differentiates."""
+    for remat in (False, True):
+        learner = Learner(qwen2.init_model(CFG, seed=2), PPOConfig(remat=remat), seed=0)
+        assert learner.policy().remat is remat
+
+
+@pytest.mark.slow
 def test_ppo_update_with_remat_matches_without():
     """The learner's update (PPOConfig.remat, what --remat sets): same parameters, critic
-    and metrics after one update (2 minibatches) as without gradient checkpointing."""
+    and metrics after one update (2 minibatches) as without gradient checkpointing. Slow
+    (two compiled updates, ~40 s on 2 slow cores; launch/slow_tests.sh runs it): CI checks
+    the same loss and gradients through the model (test_remat_gives_the_same_loss_and_gradients)
+    and that the learner's policy carries the setting (the test above)."""
     start = jax.device_get(nnx.to_pure_dict(nnx.split(qwen2.init_model(CFG, seed=2))[1]))
     results = []
     for remat in (False, True):
