@@ -80,7 +80,10 @@ def top_family(table: dict, k: int, lower: bool) -> Optional[str]:
     return (min if lower else max)(have, key=have.get)
 
 
-def credit_table(ev: dict, k: int, group: int, draws: int = 4096, seed: int = 0) -> dict:
+DRAWS = 4096   # groups drawn by credit_table
+
+
+def credit_table(ev: dict, k: int, group: int, draws: int = DRAWS, seed: int = 0) -> dict:
     """family -> the max@k gradient on its logit (were the family a softmax choice with the
     samples' shares p_f): sum_b A_b (1[f_b = f] - p_f), mean over groups of
     `group` programs drawn without replacement from the solve samples (their rewards as
@@ -95,9 +98,11 @@ def credit_table(ev: dict, k: int, group: int, draws: int = 4096, seed: int = 0)
     from mle_rl.env import rewards
     from mle_rl.rl import group_advantages as ga
     lower = bool(ev["is_lower_better"])
-    fam = np.array([f for f, _ in _solve(ev)])
-    r = np.array([rewards.FAILURE_REWARD if s is None or not np.isfinite(s)
-                  else (-s if lower else s) for _, s in _solve(ev)], np.float32)
+    solve = _solve(ev)
+    fam = np.array([f for f, _ in solve])
+    ok = np.array([s is not None and np.isfinite(s) for _, s in solve])
+    r = np.array([(-s if lower else s) if good else rewards.FAILURE_REWARD
+                  for (_, s), good in zip(solve, ok)], np.float32)
     if len(r) < group:
         raise ValueError(f"{len(r)} solve samples, fewer than a group of {group}")
     rng = np.random.default_rng(seed)
@@ -109,7 +114,7 @@ def credit_table(ev: dict, k: int, group: int, draws: int = 4096, seed: int = 0)
     for _ in range(max(1, draws // per)):
         idx = np.concatenate([rng.choice(len(r), group, replace=False) for _ in range(per)])
         s = jnp.asarray(r[idx])
-        valid = jnp.asarray(r[idx] != rewards.FAILURE_REWARD, jnp.float32)
+        valid = jnp.asarray(ok[idx], jnp.float32)
         adv["group"].append(np.asarray(ga.max_at_k(s, gid, k, normalize_std=True)))
         adv["scores"].append(np.asarray(scores_scale(s.reshape(per // 2, -1),
                                                      valid.reshape(per // 2, -1))).ravel())
@@ -156,8 +161,8 @@ def render(evs: list, names: list, credit: Optional[tuple] = None) -> str:
         if credit:
             c = credit_table(ev, *credit)
             lines += ["", f"{name}: max@{credit[0]} credit per group of {credit[1]}: the gradient on "
-                      "each family's logit, sum_b A_b (1[f_b = f] - p_f), mean over 4,096 "
-                      "drawn groups",
+                      "each family's logit, sum_b A_b (1[f_b = f] - p_f), mean over "
+                      f"{DRAWS:,} drawn groups",
                       "| family | each group by its std (default) | each update by its "
                       "valid scores' std | one scale for all |", "|---|---|---|---|"]
             lines += [f"| {f} | {c['group'][f]:+.3f} | {c['scores'][f]:+.3f} | "
@@ -186,9 +191,10 @@ def runs_lines(root: pathlib.Path, k: int) -> list:
         fam = top_family(ta, k, lower)
         best = f"{fam} ({ta[fam]['best_at_k'][k]:.4f})" if fam else "-"
         common = max(tb, key=lambda f: tb[f]["share"])
-        n = min(len(_solve(a)), len(_solve(b)))
-        ka = bak.best_at_k([s for _, s in _solve(a)], [n], is_lower_better=lower, floor=floor)
-        kb = bak.best_at_k([s for _, s in _solve(b)], [n], is_lower_better=lower, floor=floor)
+        sa, sb = [s for _, s in _solve(a)], [s for _, s in _solve(b)]
+        n = min(len(sa), len(sb))
+        ka = bak.best_at_k(sa, [n], is_lower_better=lower, floor=floor)
+        kb = bak.best_at_k(sb, [n], is_lower_better=lower, floor=floor)
         lines.append(f"| {sft.parts[-3]} | {sft.parts[-2]} | {best} | {common} "
                      f"({tb[common]['share']:.0%}) | @{n} {ka.get(n, float('nan')):.4f} | "
                      f"@{n} {kb.get(n, float('nan')):.4f} |")
