@@ -390,8 +390,9 @@ def test_paper_flagfiles_state_the_learner_choices(tmp_path):
 
 def test_default_flagfile_parses_to_the_tuned_learner(tmp_path):
     """experiments/tabular.flags (the README's main job) is a valid config: critic-free
-    max@k over whole groups with failures counted on their own scale, the KL to the SFT
-    policy as a loss and none in the reward."""
+    max@k over whole groups, its best-of-k term on the update's scale of valid scores
+    (session 58), failures counted on their own scale, the KL to the SFT policy as a loss
+    and none in the reward."""
     config.define_flags()
     flags.FLAGS.unparse_flags()
     flags.FLAGS(["x", f"--flagfile={ROOT / 'experiments' / 'tabular.flags'}",
@@ -400,7 +401,8 @@ def test_default_flagfile_parses_to_the_tuned_learner(tmp_path):
     assert cfg.ppo.advantage == "max_at_k" and cfg.ppo.critic_free
     assert cfg.buffer.batch_size % cfg.buffer.group_size == 0 and cfg.buffer.group_size > 1
     assert cfg.ppo.best_of_k <= cfg.buffer.group_size
-    assert cfg.ppo.best_of_k_valid_coef == 1.0 and "valid" in cfg.ppo.batch_keys
+    assert cfg.ppo.best_of_k_scale == "scores" and cfg.ppo.best_of_k_valid_coef == 0.3
+    assert "valid" in cfg.ppo.batch_keys
     assert cfg.ppo.kl_coef == 0.0 and cfg.ppo.use_kl_loss and cfg.ppo.kl_loss_coef > 0
 
 
