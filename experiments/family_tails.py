@@ -21,17 +21,17 @@ With `--runs`, one line per task and seed of a `launch/rl_gain.sh` folder: the S
 J_8 family, the family the RL policy samples most, and both policies' best@128.
 """
 
+import argparse
 import json
 import pathlib
 import sys
 from typing import Optional
 
-import argparse
-
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from mle_rl.agent import best_at_k as bak  # noqa: E402
+
 
 def load(path: pathlib.Path) -> dict:
     """The one task of an evaluate.py JSON."""
