@@ -2,9 +2,9 @@
 
     python experiments/rl_gain_report.py --out_dir=runs/rl_gain --out=experiments/results/rl_gain.md
 
-Reads, per task directory OUT/<task>/: seed<k>/{sft,rl_eval,greedy}.json (evaluate.py),
-seed<k>/rl/{summary.json,metrics.jsonl} (run.py) and sft_pool*.json (the extra SFT pool and
-its top-ups); copies them beside the report (<report stem>_files/, so a report can be rebuilt
+Reads what rl_gain.sh wrote (experiments/rl_gain_data.py: per task directory OUT/<task>/,
+each seed's evaluations and RL run, and the extra SFT pool and its top-ups); copies it
+beside the report (<report stem>_files/, so a report can be rebuilt
 from the copy with --out_dir=<that copy>) and writes the markdown and its figures. Only
 numbers on disk are shown; a missing piece is named. best@k is over the i.i.d. solve samples,
 with one floor per task (its sample submission's score; an invalid program counts as that).
@@ -13,10 +13,8 @@ with one floor per task (its sample submission's score; an invalid program count
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import pathlib
-import shutil
 import sys
 from typing import Optional
 
@@ -27,92 +25,11 @@ sys.path.insert(0, str(ROOT / "experiments"))
 import report as base  # noqa: E402
 from mle_rl.agent import best_at_k as bak  # noqa: E402
 from mle_rl.io import curves  # noqa: E402
-
-KEEP = ("sft.json", "rl_eval.json", "greedy.json", "rl/summary.json", "rl/metrics.jsonl")
-
-
-def keep_files(out_dir: pathlib.Path, md: pathlib.Path) -> pathlib.Path:
-    """Copies the small result files beside the report; returns the copy's root."""
-    dest = md.with_name(md.stem + "_files")
-    if dest.resolve() == out_dir.resolve():
-        return dest
-    for f in [out_dir / "rl_gain.json", *out_dir.glob("*/sft_pool*.json")] + [
-            d / k for d in out_dir.glob("*/seed*") for k in KEEP]:
-        if f.is_file():
-            to = dest / f.relative_to(out_dir)
-            to.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(f, to)
-    return dest
-
-
-def mean_std(xs: list) -> tuple:
-    xs = [x for x in xs if x is not None]
-    if not xs:
-        return None, None
-    m = sum(xs) / len(xs)
-    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
-    return m, sd
+from rl_gain_data import Task, keep_files, mean_std, solve_scores  # noqa: E402
 
 
 def _ms(m, sd) -> str:
     return "—" if m is None else f"{m:.4f} ± {sd:.4f}"
-
-
-def _solve(ev: Optional[dict]) -> list:
-    if not ev:
-        return []
-    return [s for s, m in zip(ev.get("scores", []), ev.get("modes", [])) if m == "solve"]
-
-
-# Files evaluate.py wrote before it recorded `sampling` were sampled at its default then, 0.7.
-# A fact about those files: it stays 0.7 whatever evaluate.py's default becomes.
-UNRECORDED_TEMPERATURE = 0.7
-
-
-class Task:
-    """Everything on disk for one task."""
-
-    def __init__(self, tdir: pathlib.Path):
-        self.id, self.dir = tdir.name, tdir
-        self.seeds = sorted(int(p.name[4:]) for p in tdir.glob("seed*") if p.name[4:].isdigit())
-        ev = lambda s, name: base._eval(tdir / f"seed{s}" / name, self.id)   # noqa: E731
-        self.sft = {s: ev(s, "sft") for s in self.seeds}
-        self.rl = {s: ev(s, "rl_eval") for s in self.seeds}
-        self.greedy = {s: ev(s, "greedy") for s in self.seeds}
-        self.summary = {s: base._json(tdir / f"seed{s}" / "rl" / "summary.json")
-                        for s in self.seeds}
-        self.metrics = {s: base._metrics(tdir / f"seed{s}" / "rl") for s in self.seeds}
-        # the extra SFT pool: sft_pool.json, and the top-ups rl_gain.sh adds (sft_pool_<seed>)
-        self.pools = [base._eval(f.with_suffix(""), self.id)
-                      for f in sorted(tdir.glob("sft_pool*.json"))]
-        # every SFT solve sample, the seeds' and the pools': one policy, so they pool
-        self.sft_all = [x for e in [*self.sft.values(), *self.pools] for x in _solve(e)]
-        any_ev = next((e for e in [*self.sft.values(), *self.rl.values()] if e), None)
-        self.metric = any_ev["metric"] if any_ev else "?"
-        self.lower = bool(any_ev["is_lower_better"]) if any_ev else False
-        self.baseline = any_ev.get("sample_submission_score") if any_ev else None
-        everything = [x for e in [*self.sft.values(), *self.rl.values(), *self.pools]
-                      for x in _solve(e)]
-        self.floor = bak.floor_of(everything, self.baseline, self.lower)
-
-    def temperatures(self, which: str) -> set:
-        """The sampling temperatures of the SFT ("sft") or RL ("rl") evaluations on disk
-        (files without a recorded one: ``UNRECORDED_TEMPERATURE``)."""
-        evs = self.sft if which == "sft" else self.rl
-        return {float((e.get("sampling") or {}).get("temperature", UNRECORDED_TEMPERATURE))
-                for e in evs.values() if e}
-
-    def curve(self, scores: list, ks) -> dict:
-        if self.floor is None:
-            return {}
-        return bak.best_at_k(scores, ks, is_lower_better=self.lower, floor=self.floor)
-
-    def ks(self) -> list:
-        n = min([len(_solve(e)) for e in [*self.sft.values(), *self.rl.values()] if e] or [0])
-        return bak.powers_of_two(n)
-
-    def better(self, a, b) -> bool:
-        return a < b if self.lower else a > b
 
 
 def _yes_no(x, unknown: str = "— (one seed)") -> str:
@@ -122,8 +39,8 @@ def _yes_no(x, unknown: str = "— (one seed)") -> str:
 def best_at_k_table(t: Task) -> tuple[str, dict]:
     """Rows k: SFT and RL mean ± std over seeds; -> (markdown, findings)."""
     ks = t.ks()
-    sft = {s: t.curve(_solve(e), ks) for s, e in t.sft.items() if e}
-    rl = {s: t.curve(_solve(e), ks) for s, e in t.rl.items() if e}
+    sft = {s: t.curve(solve_scores(e), ks) for s, e in t.sft.items() if e}
+    rl = {s: t.curve(solve_scores(e), ks) for s, e in t.rl.items() if e}
     lines = [f"| k | SFT best@k ({len(sft)} seeds) | RL best@k ({len(rl)} seeds) | RL − SFT "
              "| RL ahead by > 1 std |", "|---|---|---|---|---|"]
     found = {"ks": ks, "sft": {}, "rl": {}, "ahead_every_k": bool(ks and sft and rl)}
@@ -153,7 +70,7 @@ def pooled_sft_table(t: Task, found: dict) -> tuple[str, Optional[bool]]:
     k = N. -> (markdown, whether RL is at or above it at every k <= N; None when nothing pools
     beyond one seed's samples)."""
     ks, m = found["ks"], len(t.sft_all)
-    if not ks or m <= max((len(_solve(e)) for e in t.sft.values() if e), default=0):
+    if not ks or m <= max((len(solve_scores(e)) for e in t.sft.values() if e), default=0):
         return "", None
     rows = sorted(set(bak.powers_of_two(m)) | {m})
     sft = t.curve(t.sft_all, rows)
@@ -174,14 +91,14 @@ def pooled_sft_table(t: Task, found: dict) -> tuple[str, Optional[bool]]:
 def equal_compute_table(t: Task) -> str:
     """Per seed: E, RL best@N, SFT best@(E+N) from every SFT sample, greedy at E+N programs,
     and the best program RL itself ran while training."""
-    pool = t.sft_all
     lines = ["| seed | E (programs RL ran) | RL best@N | SFT best@(E+N) | greedy search, "
              "E+N programs | best program of the RL run |", "|---|---|---|---|---|---|"]
     for s in t.seeds:
         summ, rl, gr = t.summary[s], t.rl[s], t.greedy[s]
         e = summ.get("actions_done") if summ else None
-        n = len(_solve(rl))
-        rl_n = t.curve(_solve(rl), [n]).get(n) if n else None
+        n = len(solve_scores(rl))
+        rl_n = t.curve(solve_scores(rl), [n]).get(n) if n else None
+        pool = t.sft_samples_of(s)          # every sample of the policy this seed started from
         if e is not None and n and len(pool) >= e + n:
             sft_en = base._fmt(t.curve(pool, [e + n]).get(e + n))
         else:
@@ -365,7 +282,7 @@ def run_line(t: Task) -> str:
     for s in t.seeds:
         summ = t.summary[s]
         if summ:
-            fp = ((t.sft[s] or {}).get("policy") or {}).get("fingerprint")
+            fp = t.policy.get(s)
             parts.append(f"seed {s}: {summ['updates']} updates in {summ['wall_s'] / 60:.1f} min, "
                          f"{summ.get('programs_per_hour', '—')} programs/h"
                          + (f", SFT policy {fp}" if fp else ""))
@@ -391,12 +308,22 @@ def build(out_dir: pathlib.Path, md: pathlib.Path) -> str:
         table, found = best_at_k_table(t)
         pooled, pooled_ahead = pooled_sft_table(t, found)
         arrow = "↓" if t.lower else "↑"
+        mixed = len(t.policies) > 1
+        pooled_cell = (f"— ({len(t.policies)} SFT policies)" if mixed
+                       else _yes_no(pooled_ahead, "—"))
         summary.append(f"| {t.id} | {t.metric} {arrow} | {'yes' if found['ahead_every_k'] else 'no'} "
                        f"| {_yes_no(found['clear@1']) if 'clear@1' in found else '—'} "
                        f"| {_yes_no(found['clear@32']) if 'clear@32' in found else '—'} "
-                       f"| {_yes_no(pooled_ahead, '—')} |")
+                       f"| {pooled_cell} |")
         body += [f"## {t.id} ({t.metric} {arrow}; sample submission {base._fmt(t.baseline)})",
                  "", run_line(t), "", table, ""]
+        if mixed:
+            body += [f"The seeds started from {len(t.policies)} SFT policies ("
+                     + ", ".join(f"seed {s}: {t.policy.get(s) or 'not recorded'}" for s in t.seeds)
+                     + "; one source built on two machines can be two policies). Each seed's RL "
+                     "is compared with its own SFT policy's samples; the mean ± std over seeds "
+                     "spans the builds as well as the seeds, and samples of different policies "
+                     "are not pooled.", ""]
         png = best_at_k_figure(t, found, md.parent / f"{md.stem}_files" / f"{t.id}_best_at_k.png")
         if png:
             body += [f"![best@k, {t.id}]({base._rel(png, md)})", ""]

@@ -281,3 +281,28 @@ def test_the_report_names_the_sampling_temperature_and_flags_a_mismatch(runs, tm
         p.write_text(json.dumps(ev))
     assert rl_gain_report.main([f"--out_dir={out}", f"--out={md_path}"]) == 0
     assert "solve samples of each policy (temperature 1);" in md_path.read_text()
+
+
+def test_seeds_of_two_sft_policies_are_compared_each_with_its_own(runs, tmp_path):
+    """Two builds of one source can be two policies: each seed's RL is compared with its own
+    policy's samples (equal compute too), and samples of different policies never pool."""
+    out, sft, rl = runs
+    for path, fp in ((out / TASK / "seed0" / "sft.json", "build0"),
+                     (out / TASK / "seed1" / "sft.json", "build1"),
+                     (out / TASK / "sft_pool.json", "build0")):
+        ev = json.loads(path.read_text())
+        ev[TASK]["policy"] = {"dir": "default", "fingerprint": fp}
+        path.write_text(json.dumps(ev))
+    md_path = tmp_path / "mixed.md"
+    assert rl_gain_report.main([f"--out_dir={out}", f"--out={md_path}"]) == 0
+    md = md_path.read_text()
+    # seed 0: its 4 samples and the pool's 2 (one policy) cover E + N = 6; seed 1's 4 do not
+    e6 = bak.best_at_k(sft[0] + [0.75, 0.85], [6], is_lower_better=True, floor=-1.5)[6]
+    assert f"| {e6:.4f} | 0.5800 (6 programs) |" in md
+    assert "| 1 | 2 | " in md and "— (4 SFT samples < E+N) |" in md
+    assert "SFT best@k, all" not in md                         # no pooled curve across builds
+    assert f"| {TASK} | multiclass_log_loss ↓ | yes | yes | — | — (2 SFT policies) |" in md
+    assert "The seeds started from 2 SFT policies (seed 0: build0, seed 1: build1;" in md
+    t = rl_gain_report.Task(out / TASK)
+    assert t.policies == ["build0", "build1"] and t.sft_all == []
+    assert t.sft_samples_of(1) == sft[1] and t.sft_samples_of(0) == sft[0] + [0.75, 0.85]
