@@ -123,7 +123,11 @@ def test_run_finishes_with_metrics_tensorboard_checkpoint_and_no_orphans(tmp_pat
     assert not [p for p in seen if _alive(p)], "processes left behind"
 
 
+@pytest.mark.slow
 def test_kill9_then_resume_continues_at_the_saved_step(tmp_path, cache):
+    """Out of CI for its time (~35 s on 2 cores): CI's kill -9 and resume of run.py is
+    tests/test_crash_safety.py's `killed_mid_save` (killed while a save is in flight, no
+    process or sandbox left, resumed at the latest step with no gap in the metrics)."""
     wd = tmp_path / "run"
     proc = _start(["--max_steps=50", f"--workdir={wd}"], cache)
     seen = _watch(proc, until=lambda: len(_metrics(wd)) >= 3)
@@ -372,6 +376,10 @@ def test_resume_config_check_knows_the_settings_that_shape_the_state():
     grpo = dict(now, ppo=dict(now["ppo"], advantage="grpo"))
     diff = fmt.compatible(now, grpo, config.RESUME_MUST_MATCH)
     assert [p for p, *_ in diff.incompatible] == ["ppo.advantage"]
+    for key, value in (("group_size", 2), ("batch_size", 8)):   # the buffer's host state
+        other = dict(now, buffer=dict(now["buffer"], **{key: value}))
+        diff = fmt.compatible(now, other, config.RESUME_MUST_MATCH)
+        assert [p for p, *_ in diff.incompatible] == [f"buffer.{key}"]
     fine = dict(now, ppo=dict(now["ppo"], clip_ratio_c=None, kl_loss_coef=0.1))
     assert fmt.compatible(now, fine, config.RESUME_MUST_MATCH).ok
 
