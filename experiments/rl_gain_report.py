@@ -4,8 +4,8 @@
 
 Reads what rl_gain.sh wrote (experiments/rl_gain_data.py: per task directory OUT/<task>/,
 each seed's evaluations and RL run, and the extra SFT pool and its top-ups); copies it
-beside the report (<report stem>_files/, so a report can be rebuilt
-from the copy with --out_dir=<that copy>) and writes the markdown and its figures. Only
+beside the report (<report stem>_files/, so a report can be rebuilt from the copy with
+--out_dir=<that copy>) and writes the markdown and its figures. Only
 numbers on disk are shown; a missing piece is named. best@k is over the i.i.d. solve samples,
 with one floor per task (its sample submission's score; an invalid program counts as that).
 """
@@ -89,8 +89,8 @@ def pooled_sft_table(t: Task, found: dict) -> tuple[str, Optional[bool]]:
 
 
 def equal_compute_table(t: Task) -> str:
-    """Per seed: E, RL best@N, SFT best@(E+N) from every SFT sample, greedy at E+N programs,
-    and the best program RL itself ran while training."""
+    """Per seed: E, RL best@N, SFT best@(E+N) from every sample of the seed's SFT policy,
+    greedy at E+N programs, and the best program RL itself ran while training."""
     lines = ["| seed | E (programs RL ran) | RL best@N | SFT best@(E+N) | greedy search, "
              "E+N programs | best program of the RL run |", "|---|---|---|---|---|---|"]
     for s in t.seeds:
