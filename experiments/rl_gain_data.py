@@ -56,6 +56,11 @@ def solve_scores(ev: Optional[dict]) -> list:
     return [s for s, m in zip(ev.get("scores", []), ev.get("modes", [])) if m == "solve"]
 
 
+def pooled_solve_scores(evs) -> list:
+    """The solve samples of several evaluations (missing ones: none), in order."""
+    return [x for e in evs for x in solve_scores(e)]
+
+
 def fingerprint(ev: Optional[dict]) -> Optional[str]:
     """The fingerprint of the policy an evaluation sampled (evaluate.py records it)."""
     return ((ev or {}).get("policy") or {}).get("fingerprint")
@@ -88,14 +93,13 @@ class Task:
         self.policies = sorted({fp for e in [*self.sft.values(), *self.pools]
                                 if (fp := fingerprint(e))})
         # every SFT solve sample, the seeds' and the pools', when they are of one policy
-        self.sft_all = ([x for e in [*self.sft.values(), *self.pools] for x in solve_scores(e)]
+        self.sft_all = (pooled_solve_scores([*self.sft.values(), *self.pools])
                         if len(self.policies) <= 1 else [])
         any_ev = next((e for e in [*self.sft.values(), *self.rl.values()] if e), None)
         self.metric = any_ev["metric"] if any_ev else "?"
         self.lower = bool(any_ev["is_lower_better"]) if any_ev else False
         self.baseline = any_ev.get("sample_submission_score") if any_ev else None
-        everything = [x for e in [*self.sft.values(), *self.rl.values(), *self.pools]
-                      for x in solve_scores(e)]
+        everything = pooled_solve_scores([*self.sft.values(), *self.rl.values(), *self.pools])
         self.floor = bak.floor_of(everything, self.baseline, self.lower)
 
     def temperatures(self, which: str) -> set:
@@ -116,8 +120,8 @@ class Task:
         if len(self.policies) <= 1:
             return self.sft_all
         fp = self.policy.get(seed)
-        return [x for e in [*self.sft.values(), *self.pools]
-                if e and fingerprint(e) == fp for x in solve_scores(e)]
+        return pooled_solve_scores(e for e in [*self.sft.values(), *self.pools]
+                                   if e and fingerprint(e) == fp)
 
     def ks(self) -> list:
         n = min([len(solve_scores(e)) for e in [*self.sft.values(), *self.rl.values()] if e] or [0])
