@@ -44,7 +44,7 @@ def plot_best_at_k(curves: dict, out_png, *, title: str = "", metric: str = "",
     ax.set_xscale("log", base=2)
     ax.set_xlabel("k (programs drawn)")
     direction = "lower" if is_lower_better else "higher"
-    ax.set_ylabel(f"expected best of k ({metric}, {direction} is better)" if metric
+    ax.set_ylabel(f"expected best of k\n({metric}, {direction} is better)" if metric
                   else "expected best of k")
     if title:
         ax.set_title(title, fontsize=10)
