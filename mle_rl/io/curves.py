@@ -7,6 +7,7 @@ Only reads numbers that are given; matplotlib (Agg) is imported when a figure is
 from __future__ import annotations
 
 import pathlib
+import textwrap
 import warnings
 from typing import Optional, Sequence
 
@@ -96,7 +97,7 @@ def plot_training_bands(panels: dict, out_png, *, title: str = "",
             ax.plot(x, mean, color=f"C{i}", label=f"{label} ({len(series)} seeds)")
             ax.fill_between(x, lo, hi, color=f"C{i}", alpha=0.2, lw=0)
         ax.set_xlabel("update")
-        ax.set_ylabel(ylabel)
+        ax.set_ylabel(textwrap.fill(ylabel, 30))   # a long label would run into the title
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     if title:
